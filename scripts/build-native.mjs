@@ -1,0 +1,66 @@
+#!/usr/bin/env node
+// Builds the llamux addon from source with cmake-js against a static llama.cpp.
+//
+// llama.cpp comes from node-llama-cpp's git bundle (a pinned devDependency), cloned once
+// into deps/llama.cpp (ignored by git), or from LLAMA_CPP_DIR when that is set.
+// The cmake build folder (build/) is kept between runs, so rebuilds are incremental;
+// ccache is used when it is installed.
+//
+// Environment:
+//   LLAMA_CPP_DIR      use this llama.cpp checkout instead of cloning the bundle
+//   LLAMUX_GPU=cuda    build with GGML_CUDA=ON
+//   LLAMUX_PORTABLE=1  no -march=native (what prebuilds use)
+//   LLAMUX_DEBUG=1     Debug build
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(join(root, 'package.json'));
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { stdio: 'inherit', cwd: root, ...opts });
+  if (r.error) throw r.error;
+  if (r.status !== 0) {
+    console.error(`llamux: \`${cmd} ${args.join(' ')}\` failed with exit code ${r.status}`);
+    process.exit(r.status ?? 1);
+  }
+}
+
+function has(cmd) {
+  return spawnSync(cmd, ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+export function llamaCppDir() {
+  if (process.env.LLAMA_CPP_DIR) return resolve(process.env.LLAMA_CPP_DIR);
+  const dir = join(root, 'deps', 'llama.cpp');
+  if (existsSync(join(dir, 'CMakeLists.txt'))) return dir;
+  let bundle;
+  try {
+    bundle = join(dirname(require.resolve('node-llama-cpp/package.json')), 'llama', 'gitRelease.bundle');
+  } catch {
+    console.error('llamux: no prebuilt binary fits this platform and llama.cpp sources are missing.\n' +
+      'Install the devDependency node-llama-cpp (it carries the llama.cpp source bundle) or set LLAMA_CPP_DIR.');
+    process.exit(1);
+  }
+  mkdirSync(join(root, 'deps'), { recursive: true });
+  console.log(`llamux: cloning llama.cpp from ${bundle}`);
+  run('git', ['clone', '--quiet', bundle, dir]);
+  return dir;
+}
+
+function main() {
+  const llama = llamaCppDir();
+  const cmakeJs = join(dirname(require.resolve('cmake-js/package.json')), 'bin', 'cmake-js');
+  const args = [cmakeJs, 'build', '--out', 'build', `--CDLLAMA_CPP_DIR=${llama}`];
+  if (has('ninja')) args.push('--generator', 'Ninja');
+  if (process.env.LLAMUX_DEBUG === '1') args.push('--debug');
+  if (process.env.LLAMUX_GPU === 'cuda') args.push('--CDGGML_CUDA=ON');
+  if (process.env.LLAMUX_PORTABLE === '1') args.push('--CDGGML_NATIVE=OFF');
+  if (process.env.LLAMUX_BUILD_BENCH === '1') args.push('--CDLLAMUX_BUILD_BENCH=ON');
+  run(process.execPath, args);
+}
+
+main();
