@@ -1,3 +1,15 @@
+// Registers the native classes; nothing else.
 #include <napi.h>
-Napi::Object Init(Napi::Env env, Napi::Object exports) { return exports; }
+
+#include "addon.h"
+#include "engine.h"
+#include "model.h"
+
+static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  llamux::addon::Init(env, exports);
+  llamux::Model::Init(env, exports);
+  llamux::Engine::Init(env, exports);
+  return exports;
+}
+
 NODE_API_MODULE(llamux, Init)

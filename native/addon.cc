@@ -1,0 +1,162 @@
+#include "addon.h"
+
+#include <llama.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+#include "napi_util.h"
+
+namespace llamux {
+
+namespace {
+
+std::once_flag g_backend_once;
+thread_local LogCapture *t_capture = nullptr;
+
+struct LogLine {
+  int level;
+  std::string text;
+};
+
+// One sink per JS environment that called setLogger(). Lines are batched: at most one
+// call into JS is queued at a time, the rest pile up behind it.
+struct LogSink {
+  Napi::ThreadSafeFunction tsfn;
+  std::mutex mu;
+  std::deque<LogLine> lines;
+  bool scheduled = false;
+  bool closed = false;
+};
+
+std::mutex g_sinks_mu;
+std::vector<std::shared_ptr<LogSink>> g_sinks;
+std::atomic<int> g_min_level{GGML_LOG_LEVEL_WARN};
+thread_local int t_last_level = GGML_LOG_LEVEL_INFO;
+constexpr size_t kMaxQueuedLines = 10000;
+
+void DeliverLines(Napi::Env env, Napi::Function fn, LogSink *sink) {
+  std::deque<LogLine> batch;
+  {
+    std::lock_guard<std::mutex> lk(sink->mu);
+    batch.swap(sink->lines);
+    sink->scheduled = false;
+  }
+  if (env == nullptr || batch.empty()) return;
+  Napi::Array arr = Napi::Array::New(env, batch.size() * 2);
+  uint32_t i = 0;
+  for (auto &l : batch) {
+    arr.Set(i++, Napi::Number::New(env, l.level));
+    arr.Set(i++, Napi::String::New(env, l.text));
+  }
+  fn.Call({arr});
+}
+
+void LlamaLog(ggml_log_level level, const char *text, void *) {
+  int lvl = level;
+  if (lvl == GGML_LOG_LEVEL_CONT) lvl = t_last_level; else t_last_level = lvl;
+  if (t_capture != nullptr && lvl >= GGML_LOG_LEVEL_WARN) t_capture->Append(lvl, text);
+  if (lvl < g_min_level.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lk(g_sinks_mu);
+  for (auto &sink : g_sinks) {
+    std::lock_guard<std::mutex> lk2(sink->mu);
+    if (sink->closed) continue;
+    if (sink->lines.size() >= kMaxQueuedLines) continue;  // a stuck JS side must not grow memory
+    sink->lines.push_back({lvl, text});
+    if (!sink->scheduled) {
+      sink->scheduled = true;
+      LogSink *raw = sink.get();
+      if (sink->tsfn.NonBlockingCall(raw, [](Napi::Env env, Napi::Function fn, LogSink *s) {
+            DeliverLines(env, fn, s);
+          }) != napi_ok) {
+        sink->scheduled = false;
+      }
+    }
+  }
+}
+
+struct EnvState {
+  std::shared_ptr<LogSink> sink;
+};
+
+Napi::Value SetLogger(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  LLAMUX_REQUIRE_NUMBER(info, 1, "level");
+  auto *state = env.GetInstanceData<EnvState>();
+  int level = info[1].As<Napi::Number>().Int32Value();
+  g_min_level.store(level);
+  // Replace this environment's sink.
+  if (state->sink) {
+    std::lock_guard<std::mutex> lk(g_sinks_mu);
+    {
+      std::lock_guard<std::mutex> lk2(state->sink->mu);
+      state->sink->closed = true;
+    }
+    g_sinks.erase(std::remove(g_sinks.begin(), g_sinks.end(), state->sink), g_sinks.end());
+    state->sink->tsfn.Release();
+    state->sink.reset();
+  }
+  if (info.Length() > 0 && info[0].IsFunction()) {
+    auto sink = std::make_shared<LogSink>();
+    sink->tsfn = Napi::ThreadSafeFunction::New(env, info[0].As<Napi::Function>(), "llamux.log", 0, 1);
+    sink->tsfn.Unref(env);  // logging never keeps the process alive
+    std::lock_guard<std::mutex> lk(g_sinks_mu);
+    g_sinks.push_back(sink);
+    state->sink = sink;
+  }
+  return env.Undefined();
+}
+
+Napi::Value SystemInfo(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  EnsureBackend();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("llamaSystemInfo", llama_print_system_info());
+  o.Set("supportsGpuOffload", llama_supports_gpu_offload());
+  o.Set("supportsMmap", llama_supports_mmap());
+  o.Set("maxParallelSequences", static_cast<double>(llama_max_parallel_sequences()));
+  o.Set("maxDevices", static_cast<double>(llama_max_devices()));
+  return o;
+}
+
+void CleanupEnv(EnvState *state) {
+  if (state->sink) {
+    std::lock_guard<std::mutex> lk(g_sinks_mu);
+    {
+      std::lock_guard<std::mutex> lk2(state->sink->mu);
+      state->sink->closed = true;
+    }
+    g_sinks.erase(std::remove(g_sinks.begin(), g_sinks.end(), state->sink), g_sinks.end());
+  }
+}
+
+}  // namespace
+
+void EnsureBackend() {
+  std::call_once(g_backend_once, [] {
+    llama_log_set(LlamaLog, nullptr);
+    llama_backend_init();
+  });
+}
+
+LogCapture::LogCapture() : prev_(t_capture) { t_capture = this; }
+LogCapture::~LogCapture() { t_capture = prev_; }
+std::string LogCapture::Text() const { return text_; }
+void LogCapture::Append(int, const char *text) {
+  if (text_.size() < 4096) text_ += text;
+}
+
+namespace addon {
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  EnsureBackend();
+  auto *state = new EnvState();
+  env.SetInstanceData<EnvState>(state);
+  env.AddCleanupHook([state]() { CleanupEnv(state); });
+  exports.Set("setLogger", Napi::Function::New(env, SetLogger, "setLogger"));
+  exports.Set("systemInfo", Napi::Function::New(env, SystemInfo, "systemInfo"));
+  return exports;
+}
+}  // namespace addon
+
+}  // namespace llamux

@@ -1,0 +1,330 @@
+#include "engine.h"
+
+#include <cmath>
+
+#include "errors.h"
+#include "napi_util.h"
+
+namespace llamux {
+
+namespace {
+const napi_type_tag kEngineTag = {0x6c6c616d7578456eULL, 0x67696e6554616731ULL};
+
+Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("promptTokens", s.promptTokens);
+  o.Set("reusedTokens", s.reusedTokens);
+  o.Set("prefilledTokens", s.prefilledTokens);
+  o.Set("generatedTokens", s.generatedTokens);
+  o.Set("queuedMs", s.queuedMs);
+  o.Set("ttftMs", s.ttftMs);
+  o.Set("prefillMs", s.prefillMs);
+  o.Set("decodeMs", s.decodeMs);
+  o.Set("prefillTokensPerSec", s.prefillTokensPerSec);
+  o.Set("decodeTokensPerSec", s.decodeTokensPerSec);
+  return o;
+}
+
+Napi::Object ReadyToJs(Napi::Env env, const ReadyInfo &r) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("contextSize", r.nCtx);
+  o.Set("sequenceContextSize", r.nCtxSeq);
+  o.Set("batchSize", r.nBatch);
+  o.Set("microBatchSize", r.nUbatch);
+  o.Set("sequences", r.nSeqMax);
+  o.Set("threads", r.nThreads);
+  o.Set("batchThreads", r.nThreadsBatch);
+  o.Set("unifiedKv", r.kvUnified);
+  o.Set("flashAttention", r.flashAttn);
+  o.Set("kvTypeK", r.typeK);
+  o.Set("kvTypeV", r.typeV);
+  o.Set("canTruncateKv", r.canTruncate);
+  return o;
+}
+
+const char *EventTypeName(EventType t) {
+  switch (t) {
+    case EventType::Ready: return "ready";
+    case EventType::Text: return "text";
+    case EventType::Final: return "final";
+    case EventType::EngineError: return "engineError";
+    case EventType::Closed: return "closed";
+  }
+  return "unknown";
+}
+}  // namespace
+
+Napi::Object Engine::Init(Napi::Env env, Napi::Object exports) {
+  Napi::Function ctor = DefineClass(env, "Engine", {
+      InstanceMethod<&Engine::Submit>("submit"),
+      InstanceMethod<&Engine::Cancel>("cancel"),
+      InstanceMethod<&Engine::Pause>("pause"),
+      InstanceMethod<&Engine::SetRef>("setRef"),
+      InstanceMethod<&Engine::Close>("close"),
+  });
+  exports.Set("Engine", ctor);
+  return exports;
+}
+
+// new Engine(model, options, onEvents)
+Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) {
+  Napi::Env env = info.Env();
+  Model *model = info.Length() > 0 ? Model::Unwrap(info[0]) : nullptr;
+  if (model == nullptr) throw Napi::TypeError::New(env, "Expected argument 0 (model) to be a Model");
+  LLAMUX_REQUIRE_OBJECT(info, 1, "options");
+  LLAMUX_REQUIRE_FUNCTION(info, 2, "onEvents");
+  model_ = model->Handle(env);
+  Napi::Object o = info[1].As<Napi::Object>();
+  EngineConfig cfg;
+  cfg.nCtx = static_cast<uint32_t>(GetInt(o, "contextSize", 4096));
+  cfg.nBatch = static_cast<uint32_t>(GetInt(o, "batchSize", 512));
+  cfg.nUbatch = static_cast<uint32_t>(GetInt(o, "microBatchSize", 512));
+  cfg.nSeqMax = static_cast<uint32_t>(GetInt(o, "sequences", 1));
+  cfg.nThreads = static_cast<int32_t>(GetInt(o, "threads", 0));
+  cfg.nThreadsBatch = static_cast<int32_t>(GetInt(o, "batchThreads", 0));
+  cfg.kvUnified = GetBool(o, "unifiedKv", true);
+  cfg.flashAttn = static_cast<int32_t>(GetInt(o, "flashAttention", -1));
+  cfg.typeK = static_cast<int32_t>(GetInt(o, "kvTypeK", -1));
+  cfg.typeV = static_cast<int32_t>(GetInt(o, "kvTypeV", -1));
+  cfg.maxQueued = static_cast<uint32_t>(GetInt(o, "maxQueued", 1024));
+  cfg.prefillChunk = static_cast<uint32_t>(GetInt(o, "prefillChunk", 0));
+  if (cfg.nSeqMax < 1 || cfg.nSeqMax > 256) throw Napi::RangeError::New(env, "sequences must be in 1..256");
+  if (cfg.nBatch < 1 || cfg.nCtx < 1) throw Napi::RangeError::New(env, "contextSize and batchSize must be positive");
+
+  info.This().As<Napi::Object>().TypeTag(&kEngineTag);
+  tsfn_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "llamux.engine", 0, 1, this,
+                                        &Engine::OnFinalize, static_cast<void *>(nullptr));
+  sched_ = std::make_unique<Scheduler>(model_->model, cfg, [this](std::vector<Event> &&evs) { Post(std::move(evs)); });
+  Ref();  // the JS object stays alive while its thread runs; released in OnFinalize
+  env_ = env;
+  napi_add_env_cleanup_hook(env, &Engine::TeardownHook, this);
+  hookAdded_ = true;
+  thread_ = std::thread([this] { ThreadMain(); });
+}
+
+Engine::~Engine() { StopAndJoin(); }
+
+void Engine::TeardownHook(void *arg) {
+  auto *self = static_cast<Engine *>(arg);
+  self->hookAdded_ = false;
+  self->StopAndJoin();
+}
+
+void Engine::StopAndJoin() {
+  if (sched_) sched_->Close();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void Engine::ThreadMain() {
+  std::string error;
+  if (sched_->Start(&error)) {
+    sched_->Run();
+  } else {
+    Event ev;
+    ev.type = EventType::EngineError;
+    ev.code = "CONTEXT_CREATE_FAILED";
+    ev.message = error;
+    Post({std::move(ev)});
+  }
+  Event closed;
+  closed.type = EventType::Closed;
+  std::vector<Event> last;
+  last.push_back(std::move(closed));
+  Post(std::move(last));
+  tsfn_.Release();
+}
+
+void Engine::Post(std::vector<Event> &&events) {
+  std::lock_guard<std::mutex> lk(outMu_);
+  for (auto &e : events) outbox_.push_back(std::move(e));
+  if (scheduled_) return;
+  scheduled_ = true;
+  if (tsfn_.NonBlockingCall(this, [](Napi::Env env, Napi::Function fn, Engine *self) {
+        Engine::CallJs(env, fn, self, nullptr);
+      }) != napi_ok) {
+    scheduled_ = false;
+  }
+}
+
+void Engine::CallJs(Napi::Env env, Napi::Function fn, Engine *self, void *) {
+  std::vector<Event> batch;
+  {
+    std::lock_guard<std::mutex> lk(self->outMu_);
+    batch.swap(self->outbox_);
+    self->scheduled_ = false;
+  }
+  if (env == nullptr || batch.empty()) return;
+  Napi::Array arr = Napi::Array::New(env, batch.size());
+  uint32_t i = 0;
+  for (auto &e : batch) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("type", EventTypeName(e.type));
+    o.Set("id", static_cast<double>(e.id));
+    switch (e.type) {
+      case EventType::Text: {
+        o.Set("text", Napi::String::New(env, e.text));
+        if (!e.tokens.empty()) {
+          Napi::Int32Array t = Napi::Int32Array::New(env, e.tokens.size());
+          std::copy(e.tokens.begin(), e.tokens.end(), t.Data());
+          o.Set("tokens", t);
+        }
+        break;
+      }
+      case EventType::Final:
+        o.Set("finishReason", e.finishReason);
+        if (!e.code.empty()) {
+          o.Set("code", e.code);
+          o.Set("message", e.message);
+        }
+        if (!e.stop.empty()) o.Set("stop", e.stop);
+        o.Set("stats", StatsToJs(env, e.stats));
+        break;
+      case EventType::Ready:
+        o.Set("ready", ReadyToJs(env, e.ready));
+        break;
+      case EventType::EngineError:
+        o.Set("code", e.code);
+        o.Set("message", e.message);
+        break;
+      case EventType::Closed:
+        break;
+    }
+    arr.Set(i++, o);
+  }
+  fn.Call({arr});
+}
+
+void Engine::OnFinalize(Napi::Env env, void *, Engine *self) {
+  if (self->thread_.joinable()) self->thread_.join();
+  self->finalized_ = true;
+  if (self->hookAdded_) {
+    napi_remove_env_cleanup_hook(self->env_, &Engine::TeardownHook, self);
+    self->hookAdded_ = false;
+  }
+  try {
+    for (auto &d : self->closeWaiters_) d.Resolve(env.Undefined());
+  } catch (...) {
+    // environment shutting down: nobody is waiting any more
+  }
+  self->closeWaiters_.clear();
+  self->Unref();
+}
+
+static void ReadSampling(Napi::Env env, const Napi::Object &o, SamplerParams &s, int32_t nVocab) {
+  s.temperature = static_cast<float>(GetNumber(o, "temperature", s.temperature));
+  s.topK = static_cast<int32_t>(GetInt(o, "topK", s.topK));
+  s.topP = static_cast<float>(GetNumber(o, "topP", s.topP));
+  s.minP = static_cast<float>(GetNumber(o, "minP", s.minP));
+  s.typicalP = static_cast<float>(GetNumber(o, "typicalP", s.typicalP));
+  s.repeatPenalty = static_cast<float>(GetNumber(o, "repeatPenalty", s.repeatPenalty));
+  s.frequencyPenalty = static_cast<float>(GetNumber(o, "frequencyPenalty", s.frequencyPenalty));
+  s.presencePenalty = static_cast<float>(GetNumber(o, "presencePenalty", s.presencePenalty));
+  s.penaltyLastN = static_cast<int32_t>(GetInt(o, "penaltyLastN", s.penaltyLastN));
+  double seed = GetNumber(o, "seed", -1);
+  s.seed = seed < 0 ? LLAMA_DEFAULT_SEED : static_cast<uint32_t>(std::fmod(seed, 4294967296.0));
+  s.grammar = GetString(o, "grammar", "");
+  s.grammarRoot = GetString(o, "grammarRoot", "root");
+  Napi::Value lb = o.Get("logitBiasTokens");
+  Napi::Value lv = o.Get("logitBiasValues");
+  if (lb.IsTypedArray() && lv.IsTypedArray()) {
+    Napi::Int32Array toks = lb.As<Napi::Int32Array>();
+    Napi::Float32Array vals = lv.As<Napi::Float32Array>();
+    size_t n = std::min(toks.ElementLength(), vals.ElementLength());
+    for (size_t i = 0; i < n; i++) {
+      if (toks[i] < 0 || toks[i] >= nVocab) {
+        ThrowCoded(env, "INVALID_ARGUMENT", "logitBias token " + std::to_string(toks[i]) + " is outside the vocabulary");
+      }
+      s.logitBias.emplace_back(toks[i], vals[i]);
+    }
+  }
+}
+
+// submit(params) -> undefined; throws QUEUE_FULL or DISPOSED
+Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (closeRequested_) ThrowCoded(env, "DISPOSED", "The context has been disposed");
+  LLAMUX_REQUIRE_OBJECT(info, 0, "params");
+  Napi::Object o = info[0].As<Napi::Object>();
+  auto p = std::make_unique<RequestParams>();
+  p->id = static_cast<uint64_t>(GetNumber(o, "id", 0));
+  Napi::Value prompt = o.Get("prompt");
+  if (prompt.IsString()) {
+    p->hasText = true;
+    p->promptText = prompt.As<Napi::String>().Utf8Value();
+  } else if (prompt.IsTypedArray() && prompt.As<Napi::TypedArray>().TypedArrayType() == napi_int32_array) {
+    Napi::Int32Array t = prompt.As<Napi::Int32Array>();
+    p->promptTokens.assign(t.Data(), t.Data() + t.ElementLength());
+    for (size_t i = 0; i < p->promptTokens.size(); i++) {
+      if (p->promptTokens[i] < 0 || p->promptTokens[i] >= model_->n_vocab) {
+        ThrowCoded(env, "INVALID_ARGUMENT", "Prompt token " + std::to_string(p->promptTokens[i]) + " at index " +
+                                                std::to_string(i) + " is outside the vocabulary");
+      }
+    }
+  } else {
+    throw Napi::TypeError::New(env, "params.prompt must be a string or an Int32Array");
+  }
+  p->addSpecial = GetBool(o, "addSpecial", true);
+  p->parseSpecial = GetBool(o, "parseSpecial", false);
+  p->maxTokens = static_cast<int32_t>(GetInt(o, "maxTokens", -1));
+  p->emitTokens = GetBool(o, "emitTokens", false);
+  p->renderSpecial = GetBool(o, "renderSpecial", false);
+  Napi::Value stops = o.Get("stop");
+  if (stops.IsArray()) {
+    Napi::Array a = stops.As<Napi::Array>();
+    for (uint32_t i = 0; i < a.Length(); i++) {
+      Napi::Value v = a.Get(i);
+      if (v.IsString()) p->stops.push_back(v.As<Napi::String>().Utf8Value());
+    }
+  }
+  ReadSampling(env, o, p->sampling, model_->n_vocab);
+  if (!sched_->Submit(std::move(p))) {
+    ThrowCoded(env, "QUEUE_FULL", "The request queue is full; wait for running requests to finish or raise maxQueued");
+  }
+  return env.Undefined();
+}
+
+Napi::Value Engine::Cancel(const Napi::CallbackInfo &info) {
+  LLAMUX_REQUIRE_NUMBER(info, 0, "id");
+  if (!closeRequested_) sched_->Cancel(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()));
+  return info.Env().Undefined();
+}
+
+Napi::Value Engine::Pause(const Napi::CallbackInfo &info) {
+  LLAMUX_REQUIRE_NUMBER(info, 0, "id");
+  bool paused = info.Length() > 1 && info[1].ToBoolean().Value();
+  if (!closeRequested_) sched_->SetPaused(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()), paused);
+  return info.Env().Undefined();
+}
+
+// Keeps the process alive only while JS has work in flight on this engine.
+Napi::Value Engine::SetRef(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  bool want = info.Length() > 0 && info[0].ToBoolean().Value();
+  if (!finalized_ && want != refd_) {
+    if (want) tsfn_.Ref(env); else tsfn_.Unref(env);
+    refd_ = want;
+  }
+  return env.Undefined();
+}
+
+// close() -> Promise<void>, resolved once the engine thread has ended and freed the context.
+Napi::Value Engine::Close(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto d = Napi::Promise::Deferred::New(env);
+  if (finalized_) {
+    d.Resolve(env.Undefined());
+    return d.Promise();
+  }
+  closeWaiters_.push_back(d);
+  if (!closeRequested_) {
+    closeRequested_ = true;
+    if (!refd_) {
+      tsfn_.Ref(env);
+      refd_ = true;
+    }
+    sched_->Close();
+  }
+  return d.Promise();
+}
+
+}  // namespace llamux

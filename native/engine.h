@@ -1,0 +1,52 @@
+// Engine: the JS-visible owner of one llama_context and the native thread that runs
+// every decode for it. Events travel to JS in batches through one ThreadSafeFunction,
+// with at most one call queued at a time.
+#pragma once
+#include <napi.h>
+
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "model.h"
+#include "scheduler.h"
+
+namespace llamux {
+
+class Engine : public Napi::ObjectWrap<Engine> {
+ public:
+  static Napi::Object Init(Napi::Env env, Napi::Object exports);
+  explicit Engine(const Napi::CallbackInfo &info);
+  ~Engine() override;
+
+ private:
+  Napi::Value Submit(const Napi::CallbackInfo &info);
+  Napi::Value Cancel(const Napi::CallbackInfo &info);
+  Napi::Value Pause(const Napi::CallbackInfo &info);
+  Napi::Value SetRef(const Napi::CallbackInfo &info);
+  Napi::Value Close(const Napi::CallbackInfo &info);
+
+  void ThreadMain();
+  void Post(std::vector<Event> &&events);
+  static void CallJs(Napi::Env env, Napi::Function fn, Engine *self, void *);
+  static void OnFinalize(Napi::Env env, void *, Engine *self);
+  void StopAndJoin();
+  static void TeardownHook(void *arg);
+
+  std::shared_ptr<ModelHandle> model_;
+  std::unique_ptr<Scheduler> sched_;
+  std::thread thread_;
+  Napi::ThreadSafeFunction tsfn_;
+  std::mutex outMu_;
+  std::vector<Event> outbox_;
+  bool scheduled_ = false;
+  bool closeRequested_ = false;
+  bool finalized_ = false;
+  bool refd_ = true;
+  std::vector<Napi::Promise::Deferred> closeWaiters_;
+  napi_env env_ = nullptr;
+  bool hookAdded_ = false;
+};
+
+}  // namespace llamux

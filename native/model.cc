@@ -1,0 +1,400 @@
+#include "model.h"
+
+#include <atomic>
+#include <cstdio>
+#include <vector>
+
+#include "addon.h"
+#include "errors.h"
+#include "hash.h"
+#include "napi_util.h"
+
+namespace llamux {
+
+Napi::FunctionReference *Model::constructor = nullptr;
+
+namespace {
+const napi_type_tag kModelTag = {0x6c6c616d75784d6fULL, 0x64656c5461673031ULL};
+
+// Weights fingerprint: file size plus 64 evenly spread 4 KiB samples of the file,
+// with the metadata. Cheap for multi-GB files, and different weights differ.
+std::string Fingerprint(const std::string &path, llama_model *model) {
+  Hash128 h;
+  FILE *f = fopen(path.c_str(), "rb");
+  if (f != nullptr) {
+    if (fseeko(f, 0, SEEK_END) == 0) {
+      int64_t size = ftello(f);
+      h.UpdateValue(size);
+      std::vector<uint8_t> buf(4096);
+      const int kSamples = 64;
+      for (int i = 0; i < kSamples && size > 0; i++) {
+        int64_t off = (size > 4096) ? (size - 4096) * i / (kSamples - 1) : 0;
+        if (fseeko(f, off, SEEK_SET) != 0) break;
+        size_t n = fread(buf.data(), 1, buf.size(), f);
+        h.Update(buf.data(), n);
+        if (size <= 4096) break;
+      }
+    }
+    fclose(f);
+  }
+  char key[256];
+  std::vector<char> val(1024);
+  int n = llama_model_meta_count(model);
+  for (int i = 0; i < n; i++) {
+    if (llama_model_meta_key_by_index(model, i, key, sizeof(key)) < 0) continue;
+    int32_t len = llama_model_meta_val_str_by_index(model, i, val.data(), val.size());
+    h.UpdateString(key);
+    if (len > 0) h.Update(val.data(), std::min<size_t>(static_cast<size_t>(len), val.size()));
+  }
+  h.UpdateValue(llama_model_n_params(model));
+  return h.Hex();
+}
+
+struct LoadOptions {
+  std::string path;
+  int32_t gpuLayers = 0;
+  bool vocabOnly = false;
+  bool useMmap = true;
+  bool useMlock = false;
+  bool checkTensors = false;
+};
+
+class LoadWorker : public Napi::AsyncProgressWorker<float> {
+ public:
+  LoadWorker(Napi::Env env, LoadOptions opts, Napi::Int32Array abortFlag, Napi::Function onProgress)
+      : Napi::AsyncProgressWorker<float>(env, "llamux.loadModel"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        opts_(std::move(opts)) {
+    abortRef_ = Napi::Persistent(abortFlag);
+    abortPtr_ = abortFlag.Data();
+    if (!onProgress.IsEmpty()) progressRef_ = Napi::Persistent(onProgress);
+  }
+
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute(const ExecutionProgress &progress) override {
+    EnsureBackend();
+    LogCapture capture;
+    progress_ = &progress;
+    llama_model_params p = llama_model_default_params();
+    p.n_gpu_layers = opts_.gpuLayers;
+    p.vocab_only = opts_.vocabOnly;
+    p.check_tensors = opts_.checkTensors;
+    if (!opts_.useMmap) p.load_mode = opts_.useMlock ? LLAMA_LOAD_MODE_MLOCK : LLAMA_LOAD_MODE_NONE;
+    else if (opts_.useMlock) p.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK;
+    p.progress_callback = &LoadWorker::OnLlamaProgress;
+    p.progress_callback_user_data = this;
+    try {
+      model_ = llama_model_load_from_file(opts_.path.c_str(), p);
+    } catch (const std::exception &e) {
+      model_ = nullptr;
+      detail_ = e.what();
+    }
+    if (model_ == nullptr) {
+      if (Aborted()) {
+        code_ = "ABORTED";
+        message_ = "Model loading was aborted";
+      } else {
+        code_ = "MODEL_INVALID";
+        std::string why = capture.Text();
+        if (why.empty()) why = detail_;
+        while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+        message_ = "Failed to load model \"" + opts_.path + "\": not a valid GGUF model this llama.cpp can load";
+        if (!why.empty()) message_ += " (llama.cpp: " + why + ")";
+      }
+      SetError(message_);
+      return;
+    }
+    fingerprint_ = Fingerprint(opts_.path, model_);
+  }
+
+  void OnProgress(const float *data, size_t count) override {
+    if (count == 0 || progressRef_.IsEmpty()) return;
+    Napi::HandleScope scope(Env());
+    progressRef_.Call({Napi::Number::New(Env(), data[count - 1])});
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    auto handle = std::make_shared<ModelHandle>();
+    handle->model = model_;
+    handle->vocab = llama_model_get_vocab(model_);
+    handle->n_vocab = llama_vocab_n_tokens(handle->vocab);
+    handle->path = opts_.path;
+    handle->fingerprint = fingerprint_;
+    model_ = nullptr;
+    auto *holder = new std::shared_ptr<ModelHandle>(handle);
+    Napi::External<std::shared_ptr<ModelHandle>> ext = Napi::External<std::shared_ptr<ModelHandle>>::New(
+        env, holder, [](Napi::Env, std::shared_ptr<ModelHandle> *p) { delete p; });
+    Napi::Object obj = Model::constructor->New({ext});
+    deferred_.Resolve(obj);
+  }
+
+  void OnError(const Napi::Error &) override {
+    deferred_.Reject(CodedError(Env(), code_.c_str(), message_).Value());
+  }
+
+  ~LoadWorker() override {
+    if (model_ != nullptr) llama_model_free(model_);
+  }
+
+ private:
+  bool Aborted() const { return __atomic_load_n(abortPtr_, __ATOMIC_ACQUIRE) != 0; }
+
+  static bool OnLlamaProgress(float value, void *user) {
+    auto *self = static_cast<LoadWorker *>(user);
+    if (self->Aborted()) return false;
+    if (self->progress_ != nullptr) self->progress_->Send(&value, 1);
+    return true;
+  }
+
+  Napi::Promise::Deferred deferred_;
+  LoadOptions opts_;
+  Napi::Reference<Napi::Int32Array> abortRef_;
+  int32_t *abortPtr_ = nullptr;
+  Napi::FunctionReference progressRef_;
+  const ExecutionProgress *progress_ = nullptr;
+  llama_model *model_ = nullptr;
+  std::string fingerprint_;
+  std::string code_, message_, detail_;
+};
+
+}  // namespace
+
+ModelHandle::~ModelHandle() {
+  if (model != nullptr) llama_model_free(model);
+}
+
+Napi::Object Model::Init(Napi::Env env, Napi::Object exports) {
+  Napi::Function ctor = DefineClass(env, "Model", {
+      StaticMethod<&Model::Load>("load"),
+      InstanceMethod<&Model::Tokenize>("tokenize"),
+      InstanceMethod<&Model::Detokenize>("detokenize"),
+      InstanceMethod<&Model::TokenPiece>("tokenPiece"),
+      InstanceMethod<&Model::TokenInfo>("tokenInfo"),
+      InstanceMethod<&Model::VocabInfo>("vocabInfo"),
+      InstanceMethod<&Model::Metadata>("metadata"),
+      InstanceMethod<&Model::Dispose>("dispose"),
+  });
+  constructor = new Napi::FunctionReference(Napi::Persistent(ctor));
+  env.AddCleanupHook([]() { delete constructor; constructor = nullptr; });
+  exports.Set("Model", ctor);
+  return exports;
+}
+
+Model::Model(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Model>(info) {
+  if (info.Length() < 1 || !info[0].IsExternal()) {
+    throw Napi::TypeError::New(info.Env(), "Model cannot be constructed directly; use loadModel()");
+  }
+  handle_ = *info[0].As<Napi::External<std::shared_ptr<ModelHandle>>>().Data();
+  info.This().As<Napi::Object>().TypeTag(&kModelTag);
+}
+
+Model *Model::Unwrap(Napi::Value v) {
+  if (!v.IsObject() || !v.As<Napi::Object>().CheckTypeTag(&kModelTag)) return nullptr;
+  return Napi::ObjectWrap<Model>::Unwrap(v.As<Napi::Object>());
+}
+
+std::shared_ptr<ModelHandle> Model::Handle(Napi::Env env) const {
+  if (!handle_) ThrowCoded(env, "DISPOSED", "The model has been disposed");
+  return handle_;
+}
+
+// load(path, options, abortFlag: Int32Array(1), onProgress?) -> Promise<Model>
+Napi::Value Model::Load(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  LLAMUX_REQUIRE_STRING(info, 0, "path");
+  LLAMUX_REQUIRE_OBJECT(info, 1, "options");
+  LLAMUX_REQUIRE_INT32ARRAY(info, 2, "abortFlag");
+  Napi::Object o = info[1].As<Napi::Object>();
+  LoadOptions opts;
+  opts.path = info[0].As<Napi::String>().Utf8Value();
+  opts.gpuLayers = static_cast<int32_t>(GetInt(o, "gpuLayers", 0));
+  opts.vocabOnly = GetBool(o, "vocabOnly", false);
+  opts.useMmap = GetBool(o, "useMmap", true);
+  opts.useMlock = GetBool(o, "useMlock", false);
+  opts.checkTensors = GetBool(o, "checkTensors", false);
+  Napi::Int32Array flag = info[2].As<Napi::Int32Array>();
+  if (flag.ElementLength() < 1) throw Napi::RangeError::New(env, "abortFlag must have one element");
+  Napi::Function onProgress;
+  if (info.Length() > 3 && info[3].IsFunction()) onProgress = info[3].As<Napi::Function>();
+  auto *worker = new LoadWorker(env, std::move(opts), flag, onProgress);
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
+// tokenize(text, addSpecial, parseSpecial) -> Int32Array
+Napi::Value Model::Tokenize(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = Handle(env);
+  LLAMUX_REQUIRE_STRING(info, 0, "text");
+  std::string text = info[0].As<Napi::String>().Utf8Value();
+  bool addSpecial = info.Length() > 1 && info[1].ToBoolean().Value();
+  bool parseSpecial = info.Length() > 2 && info[2].ToBoolean().Value();
+  if (text.size() > static_cast<size_t>(INT32_MAX / 2)) {
+    ThrowCoded(env, "INVALID_ARGUMENT", "Text is too long to tokenize");
+  }
+  std::vector<llama_token> out(text.size() + 8);
+  int32_t n = llama_tokenize(h->vocab, text.data(), static_cast<int32_t>(text.size()), out.data(),
+                             static_cast<int32_t>(out.size()), addSpecial, parseSpecial);
+  if (n < 0) {
+    if (n == INT32_MIN) ThrowCoded(env, "INVALID_ARGUMENT", "Text is too long to tokenize");
+    out.resize(static_cast<size_t>(-n));
+    n = llama_tokenize(h->vocab, text.data(), static_cast<int32_t>(text.size()), out.data(),
+                       static_cast<int32_t>(out.size()), addSpecial, parseSpecial);
+    if (n < 0) ThrowCoded(env, "INVALID_ARGUMENT", "Tokenization failed");
+  }
+  Napi::Int32Array arr = Napi::Int32Array::New(env, static_cast<size_t>(n));
+  std::copy(out.begin(), out.begin() + n, arr.Data());
+  return arr;
+}
+
+static void CheckTokens(Napi::Env env, const ModelHandle &h, const int32_t *t, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (t[i] < 0 || t[i] >= h.n_vocab) {
+      ThrowCoded(env, "INVALID_ARGUMENT", "Token id " + std::to_string(t[i]) + " at index " + std::to_string(i) +
+                                              " is outside the vocabulary (0.." + std::to_string(h.n_vocab - 1) + ")");
+    }
+  }
+}
+
+// detokenize(tokens: Int32Array, special: bool) -> string
+Napi::Value Model::Detokenize(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = Handle(env);
+  LLAMUX_REQUIRE_INT32ARRAY(info, 0, "tokens");
+  Napi::Int32Array tokens = info[0].As<Napi::Int32Array>();
+  bool special = info.Length() > 1 && info[1].ToBoolean().Value();
+  CheckTokens(env, *h, tokens.Data(), tokens.ElementLength());
+  const int32_t *data = tokens.Data();
+  int32_t count = static_cast<int32_t>(tokens.ElementLength());
+  // A leading BOS renders as nothing; skipping it lets llama.cpp drop the space prefix the
+  // tokenizer added, so detokenize(tokenize(text)) === text.
+  if (!special && count > 0 && data[0] == llama_vocab_bos(h->vocab)) {
+    data++;
+    count--;
+  }
+  std::string out;
+  out.resize(static_cast<size_t>(count) * 8 + 16);
+  int32_t n = llama_detokenize(h->vocab, data, count, out.data(), static_cast<int32_t>(out.size()), false, special);
+  if (n < 0) {
+    out.resize(static_cast<size_t>(-n));
+    n = llama_detokenize(h->vocab, data, count, out.data(), static_cast<int32_t>(out.size()), false, special);
+    if (n < 0) ThrowCoded(env, "INVALID_ARGUMENT", "Detokenization failed");
+  }
+  out.resize(static_cast<size_t>(n));
+  return Napi::String::New(env, out);
+}
+
+// tokenPiece(token, special) -> Uint8Array (raw bytes; a piece may be part of a UTF-8 character)
+Napi::Value Model::TokenPiece(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = Handle(env);
+  LLAMUX_REQUIRE_NUMBER(info, 0, "token");
+  int32_t tok = info[0].As<Napi::Number>().Int32Value();
+  bool special = info.Length() > 1 && info[1].ToBoolean().Value();
+  CheckTokens(env, *h, &tok, 1);
+  char buf[256];
+  int32_t n = llama_token_to_piece(h->vocab, tok, buf, sizeof(buf), 0, special);
+  std::string big;
+  const char *src = buf;
+  if (n < 0) {
+    big.resize(static_cast<size_t>(-n));
+    n = llama_token_to_piece(h->vocab, tok, big.data(), static_cast<int32_t>(big.size()), 0, special);
+    src = big.data();
+    if (n < 0) n = 0;
+  }
+  Napi::Uint8Array arr = Napi::Uint8Array::New(env, static_cast<size_t>(n));
+  std::copy(src, src + n, arr.Data());
+  return arr;
+}
+
+// tokenInfo(token) -> { text, score, attributes, isEog, isControl }
+Napi::Value Model::TokenInfo(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = Handle(env);
+  LLAMUX_REQUIRE_NUMBER(info, 0, "token");
+  int32_t tok = info[0].As<Napi::Number>().Int32Value();
+  CheckTokens(env, *h, &tok, 1);
+  Napi::Object o = Napi::Object::New(env);
+  const char *text = llama_vocab_get_text(h->vocab, tok);
+  o.Set("text", Napi::String::New(env, text != nullptr ? text : ""));
+  o.Set("score", llama_vocab_get_score(h->vocab, tok));
+  o.Set("attributes", static_cast<double>(llama_vocab_get_attr(h->vocab, tok)));
+  o.Set("isEog", llama_vocab_is_eog(h->vocab, tok));
+  o.Set("isControl", llama_vocab_is_control(h->vocab, tok));
+  return o;
+}
+
+Napi::Value Model::VocabInfo(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = Handle(env);
+  const llama_vocab *v = h->vocab;
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("size", h->n_vocab);
+  o.Set("type", static_cast<double>(llama_vocab_type(v)));
+  o.Set("bos", llama_vocab_bos(v));
+  o.Set("eos", llama_vocab_eos(v));
+  o.Set("eot", llama_vocab_eot(v));
+  o.Set("sep", llama_vocab_sep(v));
+  o.Set("nl", llama_vocab_nl(v));
+  o.Set("pad", llama_vocab_pad(v));
+  o.Set("addBos", llama_vocab_get_add_bos(v));
+  o.Set("addEos", llama_vocab_get_add_eos(v));
+  // Every end-of-generation token, so JS can tell them apart without a call per token.
+  std::vector<int32_t> eog;
+  for (int32_t t = 0; t < h->n_vocab; t++) {
+    if (llama_vocab_is_eog(v, t)) eog.push_back(t);
+  }
+  Napi::Int32Array arr = Napi::Int32Array::New(env, eog.size());
+  std::copy(eog.begin(), eog.end(), arr.Data());
+  o.Set("eogTokens", arr);
+  return o;
+}
+
+Napi::Value Model::Metadata(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = Handle(env);
+  llama_model *m = h->model;
+  Napi::Object o = Napi::Object::New(env);
+  Napi::Object kv = Napi::Object::New(env);
+  char key[512];
+  std::vector<char> val(1 << 16);
+  int n = llama_model_meta_count(m);
+  for (int i = 0; i < n; i++) {
+    if (llama_model_meta_key_by_index(m, i, key, sizeof(key)) < 0) continue;
+    int32_t len = llama_model_meta_val_str_by_index(m, i, val.data(), val.size());
+    if (len >= static_cast<int32_t>(val.size())) {
+      val.resize(static_cast<size_t>(len) + 1);
+      len = llama_model_meta_val_str_by_index(m, i, val.data(), val.size());
+    }
+    kv.Set(key, Napi::String::New(env, len > 0 ? std::string(val.data(), static_cast<size_t>(len)) : std::string()));
+  }
+  o.Set("gguf", kv);
+  char desc[256];
+  llama_model_desc(m, desc, sizeof(desc));
+  o.Set("description", desc);
+  o.Set("nCtxTrain", llama_model_n_ctx_train(m));
+  o.Set("nEmbd", llama_model_n_embd(m));
+  o.Set("nLayer", llama_model_n_layer(m));
+  o.Set("nHead", llama_model_n_head(m));
+  o.Set("nHeadKv", llama_model_n_head_kv(m));
+  o.Set("nSwa", llama_model_n_swa(m));
+  o.Set("nParams", static_cast<double>(llama_model_n_params(m)));
+  o.Set("sizeBytes", static_cast<double>(llama_model_size(m)));
+  o.Set("isRecurrent", llama_model_is_recurrent(m));
+  o.Set("isHybrid", llama_model_is_hybrid(m));
+  o.Set("hasEncoder", llama_model_has_encoder(m));
+  const char *tmpl = llama_model_chat_template(m, nullptr);
+  o.Set("chatTemplate", tmpl != nullptr ? Napi::String::New(env, tmpl) : env.Null());
+  o.Set("fingerprint", h->fingerprint);
+  return o;
+}
+
+Napi::Value Model::Dispose(const Napi::CallbackInfo &info) {
+  handle_.reset();
+  return info.Env().Undefined();
+}
+
+}  // namespace llamux

@@ -1,0 +1,69 @@
+// Plain data that crosses between the JS thread and the engine thread.
+#pragma once
+#include <llama.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sampler.h"
+#include "text_stream.h"
+
+namespace llamux {
+
+using Clock = std::chrono::steady_clock;
+
+struct RequestParams {
+  uint64_t id = 0;
+  bool hasText = false;
+  std::string promptText;
+  std::vector<llama_token> promptTokens;
+  bool addSpecial = true;
+  bool parseSpecial = false;
+  int32_t maxTokens = -1;  // -1: until end of generation or the context end
+  std::vector<std::string> stops;
+  SamplerParams sampling;
+  bool emitTokens = false;
+  bool renderSpecial = false;  // render control tokens into the text
+};
+
+struct FinalStats {
+  int32_t promptTokens = 0;
+  int32_t reusedTokens = 0;     // prompt tokens served from KV already computed
+  int32_t prefilledTokens = 0;  // prompt tokens decoded for this request
+  int32_t generatedTokens = 0;
+  double queuedMs = 0;
+  double ttftMs = -1;
+  double prefillMs = 0;
+  double decodeMs = 0;
+  double prefillTokensPerSec = 0;
+  double decodeTokensPerSec = 0;
+};
+
+enum class EventType : uint8_t { Ready = 0, Text = 1, Final = 2, EngineError = 3, Closed = 4 };
+
+struct ReadyInfo {
+  uint32_t nCtx = 0, nCtxSeq = 0, nBatch = 0, nUbatch = 0, nSeqMax = 0;
+  int32_t nThreads = 0, nThreadsBatch = 0;
+  bool kvUnified = false;
+  int32_t flashAttn = -1;
+  int32_t typeK = 0, typeV = 0;
+  bool canTruncate = true;
+};
+
+struct Event {
+  EventType type = EventType::Text;
+  uint64_t id = 0;
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::string finishReason;  // eog | stop | length | abort | error
+  std::string code, message;  // errors
+  std::string stop;           // the stop string that matched
+  FinalStats stats;
+  ReadyInfo ready;
+};
+
+}  // namespace llamux

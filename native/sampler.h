@@ -1,0 +1,61 @@
+// Sampler chains for one request: the normal chain built from the request's settings and,
+// when tool-call markers are configured, a greedy chain for the wrapper syntax.
+// Every sampled token is accepted by both chains so penalty and grammar state never drift.
+#pragma once
+#include <llama.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace llamux {
+
+struct SamplerParams {
+  float temperature = 0.8f;
+  int32_t topK = 40;
+  float topP = 0.95f;
+  float minP = 0.05f;
+  float typicalP = 1.0f;
+  float repeatPenalty = 1.0f;
+  float frequencyPenalty = 0.0f;
+  float presencePenalty = 0.0f;
+  int32_t penaltyLastN = 64;
+  uint32_t seed = LLAMA_DEFAULT_SEED;
+  std::vector<std::pair<int32_t, float>> logitBias;
+  std::string grammar;
+  std::string grammarRoot = "root";
+};
+
+class Sampler {
+ public:
+  Sampler() = default;
+  ~Sampler();
+  Sampler(const Sampler &) = delete;
+  Sampler &operator=(const Sampler &) = delete;
+
+  // Builds the chains; returns false with `error` set when the grammar does not parse.
+  bool Init(const llama_vocab *vocab, const SamplerParams &p, bool withGreedy, std::string *error);
+
+  // Samples from output row `idx` of the last decode with the active chain, then accepts
+  // the token on every chain. Returns -1 when llama.cpp has no logits for that row.
+  llama_token Sample(llama_context *ctx, int32_t idx);
+
+  // Feeds a token that was not sampled here (e.g. a replayed one) to every chain.
+  void Accept(llama_token t);
+
+  void UseGreedy(bool on) { useGreedy_ = on && greedy_ != nullptr; }
+  bool UsingGreedy() const { return useGreedy_; }
+  bool HasGreedy() const { return greedy_ != nullptr; }
+
+ private:
+  llama_sampler *BuildChain(const llama_vocab *vocab, const SamplerParams &p, bool greedy, std::string *error);
+
+  llama_sampler *normal_ = nullptr;
+  llama_sampler *greedy_ = nullptr;
+  bool useGreedy_ = false;
+  int32_t nVocab_ = 0;
+  std::vector<llama_token_data> cur_;
+};
+
+}  // namespace llamux

@@ -1,0 +1,593 @@
+#include "scheduler.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace llamux {
+
+namespace {
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+}  // namespace
+
+struct Scheduler::Request {
+  std::unique_ptr<RequestParams> p;
+  Slot *slot = nullptr;
+  std::vector<llama_token> tokens;  // prompt, then every sampled token that was fed
+  size_t nPast = 0;                 // tokens[0, nPast) are in the KV
+  size_t nPrompt = 0;
+  int32_t nGenerated = 0;
+  bool paused = false;
+  bool done = false;
+  Sampler sampler;
+  std::unique_ptr<TextStream> text;
+  std::string pendingText;
+  std::vector<int32_t> pendingTokens;
+  // This tick's share of the batch.
+  size_t batchCount = 0;
+  int32_t logitIdx = -1;
+  Clock::time_point tSubmit, tAdmit, tPrefillStart, tFirstToken, tLast;
+  bool prefillStarted = false;
+  FinalStats stats;
+};
+
+Scheduler::Scheduler(llama_model *model, EngineConfig cfg, Flush flush)
+    : model_(model), vocab_(llama_model_get_vocab(model)), cfg_(cfg), flush_(std::move(flush)) {
+  nVocab_ = llama_vocab_n_tokens(vocab_);
+}
+
+Scheduler::~Scheduler() {
+  if (batch_.token != nullptr) llama_batch_free(batch_);
+  if (ctx_ != nullptr) llama_free(ctx_);
+}
+
+bool Scheduler::AbortCallback(void *data) {
+  return static_cast<Scheduler *>(data)->abortNow_.load(std::memory_order_relaxed);
+}
+
+bool Scheduler::Start(std::string *error) {
+  llama_context_params cp = llama_context_default_params();
+  int32_t hw = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  cp.n_ctx = cfg_.nCtx;
+  cp.n_batch = cfg_.nBatch;
+  cp.n_ubatch = std::min(cfg_.nUbatch, cfg_.nBatch);
+  cp.n_seq_max = cfg_.nSeqMax;
+  cp.n_threads = cfg_.nThreads > 0 ? cfg_.nThreads : hw;
+  cp.n_threads_batch = cfg_.nThreadsBatch > 0 ? cfg_.nThreadsBatch : cp.n_threads;
+  cp.kv_unified = cfg_.kvUnified;
+  cp.flash_attn_type = static_cast<llama_flash_attn_type>(cfg_.flashAttn);
+  if (cfg_.typeK >= 0) cp.type_k = static_cast<ggml_type>(cfg_.typeK);
+  if (cfg_.typeV >= 0) cp.type_v = static_cast<ggml_type>(cfg_.typeV);
+  cp.no_perf = true;
+  cp.abort_callback = &Scheduler::AbortCallback;
+  cp.abort_callback_data = this;
+  try {
+    ctx_ = llama_init_from_model(model_, cp);
+  } catch (const std::exception &e) {
+    *error = e.what();
+    ctx_ = nullptr;
+    return false;
+  }
+  if (ctx_ == nullptr) {
+    *error = "llama.cpp could not create the context (not enough memory for this context size, or unsupported settings)";
+    return false;
+  }
+  mem_ = llama_get_memory(ctx_);
+  cfg_.nBatch = llama_n_batch(ctx_);
+  cfg_.nUbatch = llama_n_ubatch(ctx_);
+  cfg_.nSeqMax = llama_n_seq_max(ctx_);
+  batch_ = llama_batch_init(static_cast<int32_t>(cfg_.nBatch), 0, 1);
+  nCtxSeq_ = llama_n_ctx_seq(ctx_);
+  tickBudget_ = cfg_.prefillChunk > 0 ? std::min(cfg_.prefillChunk, cfg_.nBatch) : cfg_.nBatch;
+  // Recurrent and hybrid memories cannot drop a tail of a sequence: reuse only whole states.
+  canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_);
+  slots_.resize(cfg_.nSeqMax);
+  for (uint32_t i = 0; i < cfg_.nSeqMax; i++) slots_[i].seq = static_cast<int32_t>(i);
+
+  Event ev;
+  ev.type = EventType::Ready;
+  ev.ready.nCtx = llama_n_ctx(ctx_);
+  ev.ready.nCtxSeq = nCtxSeq_;
+  ev.ready.nBatch = cfg_.nBatch;
+  ev.ready.nUbatch = cfg_.nUbatch;
+  ev.ready.nSeqMax = cfg_.nSeqMax;
+  ev.ready.nThreads = llama_n_threads(ctx_);
+  ev.ready.nThreadsBatch = llama_n_threads_batch(ctx_);
+  ev.ready.kvUnified = cfg_.kvUnified;
+  ev.ready.flashAttn = cfg_.flashAttn;
+  ev.ready.typeK = static_cast<int32_t>(cp.type_k);
+  ev.ready.typeV = static_cast<int32_t>(cp.type_v);
+  ev.ready.canTruncate = canTruncate_;
+  Emit(std::move(ev));
+  FlushEvents();
+  return true;
+}
+
+// ---- JS thread -----------------------------------------------------------------------
+
+bool Scheduler::Submit(std::unique_ptr<RequestParams> params) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (waitingCount_ >= cfg_.maxQueued + cfg_.nSeqMax) return false;
+  waitingCount_++;
+  submitted_.push_back(std::move(params));
+  cv_.notify_one();
+  return true;
+}
+
+void Scheduler::Cancel(uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  cancels_.push_back(id);
+  if (std::find(inBatch_.begin(), inBatch_.end(), id) != inBatch_.end()) abortNow_.store(true);
+  cv_.notify_one();
+}
+
+void Scheduler::SetPaused(uint64_t id, bool paused) {
+  std::lock_guard<std::mutex> lk(mu_);
+  pauses_.emplace_back(id, paused);
+  cv_.notify_one();
+}
+
+void Scheduler::Close() {
+  std::lock_guard<std::mutex> lk(mu_);
+  closing_ = true;
+  abortNow_.store(true);
+  cv_.notify_one();
+}
+
+// ---- engine thread ---------------------------------------------------------------------
+
+void Scheduler::Emit(Event &&ev) { events_.push_back(std::move(ev)); }
+
+void Scheduler::FlushEvents() {
+  for (auto &rp : active_) {
+    Request &r = *rp;
+    if (r.done || (r.pendingText.empty() && r.pendingTokens.empty())) continue;
+    Event ev;
+    ev.type = EventType::Text;
+    ev.id = r.p->id;
+    ev.text.swap(r.pendingText);
+    ev.tokens.swap(r.pendingTokens);
+    Emit(std::move(ev));
+  }
+  if (!events_.empty()) {
+    std::vector<Event> out;
+    out.swap(events_);
+    flush_(std::move(out));
+  }
+}
+
+bool Scheduler::TokenizePrompt(Request &r, std::string *error) {
+  if (r.p->hasText) {
+    const std::string &text = r.p->promptText;
+    if (text.size() > static_cast<size_t>(INT32_MAX / 2)) {
+      *error = "The prompt text is too long to tokenize";
+      return false;
+    }
+    std::vector<llama_token> out(text.size() + 8);
+    int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), out.data(),
+                               static_cast<int32_t>(out.size()), r.p->addSpecial, r.p->parseSpecial);
+    if (n < 0 && n != INT32_MIN) {
+      out.resize(static_cast<size_t>(-n));
+      n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), out.data(),
+                         static_cast<int32_t>(out.size()), r.p->addSpecial, r.p->parseSpecial);
+    }
+    if (n < 0) {
+      *error = "The prompt could not be tokenized";
+      return false;
+    }
+    out.resize(static_cast<size_t>(n));
+    r.tokens = std::move(out);
+  } else {
+    r.tokens = std::move(r.p->promptTokens);
+  }
+  return true;
+}
+
+void Scheduler::DrainCommands(bool wait) {
+  std::deque<std::unique_ptr<RequestParams>> submitted;
+  std::vector<uint64_t> cancels;
+  std::vector<std::pair<uint64_t, bool>> pauses;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (wait) {
+      cv_.wait(lk, [&] { return closing_ || !submitted_.empty() || !cancels_.empty() || !pauses_.empty(); });
+    }
+    submitted.swap(submitted_);
+    cancels.swap(cancels_);
+    pauses.swap(pauses_);
+    if (!closing_) abortNow_.store(false);
+  }
+  for (auto &params : submitted) {
+    auto r = std::make_unique<Request>();
+    r->p = std::move(params);
+    r->tSubmit = Clock::now();
+    r->text = std::make_unique<TextStream>(r->p->stops);
+    std::string error;
+    const char *code = nullptr;
+    if (!TokenizePrompt(*r, &error)) {
+      code = "INVALID_ARGUMENT";
+    } else if (r->tokens.empty()) {
+      code = "INVALID_ARGUMENT";
+      error = "The prompt is empty: it produced no tokens";
+    } else if (r->tokens.size() >= nCtxSeq_) {
+      code = "CONTEXT_OVERFLOW";
+      error = "The prompt has " + std::to_string(r->tokens.size()) + " tokens but a sequence of this context holds " +
+              std::to_string(nCtxSeq_) + " (one more is needed to generate); use a larger contextSize or a shorter prompt";
+    } else if (!r->sampler.Init(vocab_, r->p->sampling, false, &error)) {
+      code = "INVALID_ARGUMENT";
+    }
+    r->nPrompt = r->tokens.size();
+    r->stats.promptTokens = static_cast<int32_t>(r->nPrompt);
+    if (code != nullptr) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        waitingCount_--;
+      }
+      Event ev;
+      ev.type = EventType::Final;
+      ev.id = r->p->id;
+      ev.finishReason = "error";
+      ev.code = code;
+      ev.message = error;
+      ev.stats = r->stats;
+      Emit(std::move(ev));
+      continue;
+    }
+    waiting_.push_back(std::move(r));
+  }
+  for (uint64_t id : cancels) {
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+      if ((*it)->p->id == id) {
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          waitingCount_--;
+        }
+        Request &r = **it;
+        r.stats.queuedMs = MsBetween(r.tSubmit, Clock::now());
+        Event ev;
+        ev.type = EventType::Final;
+        ev.id = id;
+        ev.finishReason = "abort";
+        ev.code = "ABORTED";
+        ev.message = "The request was aborted";
+        ev.stats = r.stats;
+        Emit(std::move(ev));
+        waiting_.erase(it);
+        break;
+      }
+    }
+    for (auto &rp : active_) {
+      if (rp->p->id == id && !rp->done) Finish(*rp, "abort", "ABORTED", "The request was aborted");
+    }
+  }
+  for (auto &pp : pauses) {
+    for (auto &rp : active_) {
+      if (rp->p->id == pp.first) rp->paused = pp.second;
+    }
+  }
+}
+
+void Scheduler::Admit() {
+  while (!waiting_.empty()) {
+    Slot *best = nullptr;
+    size_t bestCommon = 0;
+    Request &r = *waiting_.front();
+    for (auto &s : slots_) {
+      if (s.req != nullptr) continue;
+      size_t n = std::min(s.tokens.size(), r.tokens.size());
+      size_t c = 0;
+      while (c < n && s.tokens[c] == r.tokens[c]) c++;
+      if (!canTruncate_ && c < s.tokens.size()) c = 0;  // only whole-state reuse
+      // Longest common prefix wins; on a tie take the slot caching the least, so useful
+      // prefixes held by other idle sequences survive.
+      if (best == nullptr || c > bestCommon || (c == bestCommon && s.tokens.size() < best->tokens.size())) {
+        best = &s;
+        bestCommon = c;
+      }
+    }
+    if (best == nullptr) return;
+    // Logits come from decoding: keep at least the last prompt token to decode.
+    size_t common = std::min(bestCommon, r.tokens.size() - 1);
+    if (common < best->tokens.size()) {
+      if (common == 0 || !llama_memory_seq_rm(mem_, best->seq, static_cast<llama_pos>(common), -1)) {
+        llama_memory_seq_rm(mem_, best->seq, -1, -1);
+        common = 0;
+      }
+    }
+    best->tokens.clear();
+    best->req = nullptr;
+    std::unique_ptr<Request> rp = std::move(waiting_.front());
+    waiting_.pop_front();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      waitingCount_--;
+    }
+    rp->slot = best;
+    best->req = rp.get();
+    rp->nPast = common;
+    rp->stats.reusedTokens = static_cast<int32_t>(common);
+    rp->tAdmit = Clock::now();
+    rp->stats.queuedMs = MsBetween(rp->tSubmit, rp->tAdmit);
+    active_.push_back(std::move(rp));
+  }
+}
+
+bool Scheduler::BuildBatch() {
+  batch_.n_tokens = 0;
+  batchReqs_.clear();
+  const int32_t cap = static_cast<int32_t>(cfg_.nBatch);
+  auto add = [&](Request &r, size_t count, bool wantLogits) {
+    for (size_t i = 0; i < count; i++) {
+      int32_t k = batch_.n_tokens++;
+      size_t pos = r.nPast + i;
+      batch_.token[k] = r.tokens[pos];
+      batch_.pos[k] = static_cast<llama_pos>(pos);
+      batch_.n_seq_id[k] = 1;
+      batch_.seq_id[k][0] = r.slot->seq;
+      batch_.logits[k] = (wantLogits && i + 1 == count) ? 1 : 0;
+    }
+    r.batchCount = count;
+    r.logitIdx = wantLogits ? batch_.n_tokens - 1 : -1;
+    batchReqs_.push_back(&r);
+  };
+  // 1) One token for every decoding sequence: decoding never waits behind a prompt.
+  for (auto &rp : active_) {
+    Request &r = *rp;
+    r.batchCount = 0;
+    r.logitIdx = -1;
+    if (r.done || r.paused || r.nGenerated == 0) continue;
+    if (batch_.n_tokens >= cap) break;
+    if (r.tokens.size() - r.nPast == 1) add(r, 1, true);
+  }
+  // 2) Prompt chunks, oldest request first, under the per-tick budget. A quarter of the
+  //    budget is always kept for prompts so many decoders cannot starve a new request.
+  int32_t nDecode = batch_.n_tokens;
+  int32_t budget = static_cast<int32_t>(tickBudget_);
+  int32_t prefillAllowance = std::max(budget - nDecode, std::max<int32_t>(1, budget / 4));
+  prefillAllowance = std::min(prefillAllowance, cap - nDecode);
+  for (auto &rp : active_) {
+    Request &r = *rp;
+    if (prefillAllowance <= 0) break;
+    if (r.done || r.nGenerated > 0) continue;
+    size_t pending = r.tokens.size() - r.nPast;
+    if (pending == 0) continue;
+    size_t n = std::min(pending, static_cast<size_t>(prefillAllowance));
+    if (!r.prefillStarted) {
+      r.prefillStarted = true;
+      r.tPrefillStart = Clock::now();
+    }
+    add(r, n, n == pending);
+    prefillAllowance -= static_cast<int32_t>(n);
+  }
+  return batch_.n_tokens > 0;
+}
+
+void Scheduler::FailBatch(const char *code, const std::string &message) {
+  for (Request *r : batchReqs_) {
+    if (!r->done) Finish(*r, "error", code, message);
+  }
+}
+
+void Scheduler::DecodeBatch() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inBatch_.clear();
+    for (Request *r : batchReqs_) inBatch_.push_back(r->p->id);
+    for (uint64_t id : cancels_) {
+      if (std::find(inBatch_.begin(), inBatch_.end(), id) != inBatch_.end()) abortNow_.store(true);
+    }
+    if (closing_) abortNow_.store(true);
+  }
+  int32_t ret;
+  try {
+    ret = llama_decode(ctx_, batch_);
+  } catch (const std::exception &e) {
+    ret = -100;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inBatch_.clear();
+  }
+  Clock::time_point now = Clock::now();
+  if (ret == 0) {
+    for (Request *rp : batchReqs_) {
+      Request &r = *rp;
+      r.nPast += r.batchCount;
+      if (r.nGenerated == 0 && r.nPast == r.nPrompt) {
+        r.stats.prefilledTokens = static_cast<int32_t>(r.nPrompt) - r.stats.reusedTokens;
+        r.stats.prefillMs = MsBetween(r.tPrefillStart, now);
+      }
+      if (r.logitIdx < 0) continue;
+      llama_token tok = r.sampler.Sample(ctx_, r.logitIdx);
+      if (tok < 0) {
+        Finish(r, "error", "DECODE_FAILED", "llama.cpp returned no logits for this sequence");
+        continue;
+      }
+      HandleToken(r, tok);
+    }
+    return;
+  }
+  if (ret == 2) {
+    // Aborted: finished ubatches stay in the KV. Keep what was computed, except a row
+    // whose logits we needed (they are not kept), and re-queue the rest.
+    for (Request *rp : batchReqs_) {
+      Request &r = *rp;
+      if (r.done) continue;
+      llama_pos posMax = llama_memory_seq_pos_max(mem_, r.slot->seq);
+      size_t computed = posMax < 0 ? 0 : static_cast<size_t>(posMax) + 1;
+      size_t keep = computed > r.nPast ? std::min(computed - r.nPast, r.batchCount) : 0;
+      if (r.logitIdx >= 0 && keep == r.batchCount) keep--;
+      r.nPast += keep;
+      if (!llama_memory_seq_rm(mem_, r.slot->seq, static_cast<llama_pos>(r.nPast), -1)) {
+        llama_memory_seq_rm(mem_, r.slot->seq, -1, -1);
+        r.nPast = 0;
+      }
+    }
+    return;
+  }
+  if (ret == 1) {
+    // No room in the KV cache: drop the KV kept by idle sequences and retry next tick.
+    bool freed = false;
+    for (auto &s : slots_) {
+      if (s.req == nullptr && !s.tokens.empty()) {
+        llama_memory_seq_rm(mem_, s.seq, -1, -1);
+        s.tokens.clear();
+        freed = true;
+      }
+    }
+    if (!freed) {
+      FailBatch("KV_CACHE_FULL",
+                "The KV cache is full: the running sequences together need more than contextSize cells; "
+                "use a larger contextSize or fewer parallel sequences");
+    }
+    return;
+  }
+  FailBatch("DECODE_FAILED", "llama_decode failed with code " + std::to_string(ret));
+}
+
+void Scheduler::HandleToken(Request &r, llama_token tok) {
+  Clock::time_point now = Clock::now();
+  if (r.nGenerated == 0) {
+    r.tFirstToken = now;
+    r.stats.ttftMs = MsBetween(r.tSubmit, now);
+  }
+  r.tLast = now;
+  if (llama_vocab_is_eog(vocab_, tok)) {
+    Finish(r, "eog");
+    return;
+  }
+  r.tokens.push_back(tok);
+  r.nGenerated++;
+  char buf[256];
+  int32_t n = llama_token_to_piece(vocab_, tok, buf, sizeof(buf), 0, r.p->renderSpecial);
+  std::string piece;
+  if (n >= 0) {
+    piece.assign(buf, static_cast<size_t>(n));
+  } else {
+    piece.resize(static_cast<size_t>(-n));
+    n = llama_token_to_piece(vocab_, tok, piece.data(), static_cast<int32_t>(piece.size()), 0, r.p->renderSpecial);
+    piece.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  if (r.p->emitTokens) r.pendingTokens.push_back(tok);
+  if (r.text->Push(piece, &r.pendingText)) {
+    Finish(r, "stop");
+    return;
+  }
+  if (r.p->maxTokens >= 0 && r.nGenerated >= r.p->maxTokens) {
+    Finish(r, "length");
+    return;
+  }
+  if (r.tokens.size() >= nCtxSeq_) Finish(r, "length");
+}
+
+void Scheduler::ReleaseSlot(Request &r, bool keepKv) {
+  Slot *s = r.slot;
+  if (s == nullptr) return;
+  if (keepKv) {
+    s->tokens.assign(r.tokens.begin(), r.tokens.begin() + static_cast<long>(r.nPast));
+  } else {
+    llama_memory_seq_rm(mem_, s->seq, -1, -1);
+    s->tokens.clear();
+  }
+  s->req = nullptr;
+  r.slot = nullptr;
+}
+
+void Scheduler::Finish(Request &r, const char *reason, const char *code, const std::string &message) {
+  if (r.done) return;
+  r.done = true;
+  Clock::time_point now = Clock::now();
+  std::string reasonStr = reason;
+  if (reasonStr != "stop") r.text->Flush(&r.pendingText);
+  if (!r.pendingText.empty() || !r.pendingTokens.empty()) {
+    Event ev;
+    ev.type = EventType::Text;
+    ev.id = r.p->id;
+    ev.text.swap(r.pendingText);
+    ev.tokens.swap(r.pendingTokens);
+    Emit(std::move(ev));
+  }
+  FinalStats &st = r.stats;
+  st.generatedTokens = r.nGenerated;
+  if (st.prefilledTokens == 0 && r.nPast > static_cast<size_t>(st.reusedTokens)) {
+    st.prefilledTokens = static_cast<int32_t>(std::min(r.nPast, r.nPrompt)) - st.reusedTokens;
+  }
+  if (st.prefillMs > 0) st.prefillTokensPerSec = st.prefilledTokens / (st.prefillMs / 1000.0);
+  if (r.nGenerated > 1) {
+    st.decodeMs = MsBetween(r.tFirstToken, r.tLast);
+    if (st.decodeMs > 0) st.decodeTokensPerSec = (r.nGenerated - 1) / (st.decodeMs / 1000.0);
+  }
+  (void)now;
+  Event ev;
+  ev.type = EventType::Final;
+  ev.id = r.p->id;
+  ev.finishReason = reasonStr;
+  if (code != nullptr) {
+    ev.code = code;
+    ev.message = message;
+  }
+  if (reasonStr == "stop") ev.stop = r.text->MatchedStop();
+  ev.stats = st;
+  Emit(std::move(ev));
+  bool clean = reasonStr == "eog" || reasonStr == "stop" || reasonStr == "length";
+  ReleaseSlot(r, clean);
+}
+
+void Scheduler::Run() {
+  while (true) {
+    bool runnable = false;
+    for (auto &rp : active_) {
+      if (!rp->done && !rp->paused) runnable = true;
+    }
+    bool admittable = false;
+    if (!waiting_.empty()) {
+      for (auto &s : slots_) {
+        if (s.req == nullptr) admittable = true;
+      }
+    }
+    DrainCommands(!runnable && !admittable);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (closing_) break;
+    }
+    Admit();
+    if (BuildBatch()) DecodeBatch();
+    FlushEvents();
+    active_.erase(std::remove_if(active_.begin(), active_.end(), [](const std::unique_ptr<Request> &r) { return r->done; }),
+                  active_.end());
+  }
+  // Closing: every request still here ends with DISPOSED.
+  for (auto &rp : active_) {
+    if (!rp->done) Finish(*rp, "error", "DISPOSED", "The context was disposed while the request was running");
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto &p : submitted_) {
+      auto r = std::make_unique<Request>();
+      r->p = std::move(p);
+      waiting_.push_back(std::move(r));
+    }
+    submitted_.clear();
+  }
+  for (auto &rp : waiting_) {
+    Event ev;
+    ev.type = EventType::Final;
+    ev.id = rp->p->id;
+    ev.finishReason = "error";
+    ev.code = "DISPOSED";
+    ev.message = "The context was disposed before the request started";
+    ev.stats = rp->stats;
+    Emit(std::move(ev));
+  }
+  waiting_.clear();
+  FlushEvents();
+  active_.clear();
+  if (batch_.token != nullptr) llama_batch_free(batch_);
+  batch_ = llama_batch{};
+  if (ctx_ != nullptr) llama_free(ctx_);
+  ctx_ = nullptr;
+  mem_ = nullptr;
+}
+
+}  // namespace llamux

@@ -1,0 +1,110 @@
+// The continuous-batching scheduler. Plain C++ (no Node-API): it owns one llama_context
+// and is driven by one engine thread. Each tick builds a single llama_batch from every
+// active request (one token per decoding sequence first, then prompt chunks under the
+// remaining per-tick budget), decodes it, samples, and hands events out in one batch.
+#pragma once
+#include <llama.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "request.h"
+
+namespace llamux {
+
+struct EngineConfig {
+  uint32_t nCtx = 4096;
+  uint32_t nBatch = 512;
+  uint32_t nUbatch = 512;
+  uint32_t nSeqMax = 1;
+  int32_t nThreads = 0;       // 0: hardware threads
+  int32_t nThreadsBatch = 0;  // 0: same as nThreads
+  bool kvUnified = true;
+  int32_t flashAttn = -1;  // -1 auto, 0 off, 1 on
+  int32_t typeK = -1;      // ggml_type, -1: llama.cpp default
+  int32_t typeV = -1;
+  uint32_t maxQueued = 1024;
+  uint32_t prefillChunk = 0;  // prompt tokens per tick, 0: nBatch
+};
+
+class Scheduler {
+ public:
+  using Flush = std::function<void(std::vector<Event> &&)>;
+
+  Scheduler(llama_model *model, EngineConfig cfg, Flush flush);
+  ~Scheduler();
+
+  // ---- called from the JS thread -------------------------------------------------
+  // Returns false when the wait queue is full.
+  bool Submit(std::unique_ptr<RequestParams> params);
+  void Cancel(uint64_t id);
+  void SetPaused(uint64_t id, bool paused);
+  void Close();
+
+  // ---- engine thread -------------------------------------------------------------
+  // Creates the llama_context; false with `error` set on failure.
+  bool Start(std::string *error);
+  // Runs until Close(); ends every request with DISPOSED before returning.
+  void Run();
+
+ private:
+  struct Request;
+  struct Slot {
+    int32_t seq = 0;
+    Request *req = nullptr;
+    std::vector<llama_token> tokens;  // what this sequence's KV holds, in order
+  };
+
+  static bool AbortCallback(void *data);
+
+  void DrainCommands(bool wait);
+  void Admit();
+  bool BuildBatch();
+  void DecodeBatch();
+  void HandleToken(Request &r, llama_token tok);
+  void Finish(Request &r, const char *reason, const char *code = nullptr, const std::string &message = "");
+  void FailBatch(const char *code, const std::string &message);
+  void Emit(Event &&ev);
+  void FlushEvents();
+  void ReleaseSlot(Request &r, bool keepKv);
+  bool TokenizePrompt(Request &r, std::string *error);
+
+  llama_model *model_;
+  const llama_vocab *vocab_;
+  int32_t nVocab_;
+  EngineConfig cfg_;
+  Flush flush_;
+  llama_context *ctx_ = nullptr;
+  llama_memory_t mem_ = nullptr;
+  llama_batch batch_{};
+  uint32_t nCtxSeq_ = 0;
+  uint32_t tickBudget_ = 0;
+  bool canTruncate_ = true;
+
+  // Commands from JS.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<RequestParams>> submitted_;
+  std::vector<uint64_t> cancels_;
+  std::vector<std::pair<uint64_t, bool>> pauses_;
+  bool closing_ = false;
+  uint32_t waitingCount_ = 0;        // submitted or queued, not yet on a sequence
+  std::vector<uint64_t> inBatch_;    // request ids in the decode running now
+  std::atomic<bool> abortNow_{false};
+
+  // Engine-thread state.
+  std::deque<std::unique_ptr<Request>> waiting_;
+  std::vector<std::unique_ptr<Request>> active_;
+  std::vector<Slot> slots_;
+  std::vector<Request *> batchReqs_;
+  std::vector<Event> events_;
+};
+
+}  // namespace llamux

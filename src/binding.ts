@@ -1,0 +1,192 @@
+// The only file that loads the native addon. It types exactly what the addon exports.
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LlamuxError } from './errors.js';
+
+export interface NativeLoadOptions {
+  gpuLayers?: number;
+  vocabOnly?: boolean;
+  useMmap?: boolean;
+  useMlock?: boolean;
+  checkTensors?: boolean;
+}
+
+export interface NativeTokenInfo {
+  text: string;
+  score: number;
+  attributes: number;
+  isEog: boolean;
+  isControl: boolean;
+}
+
+export interface NativeVocabInfo {
+  size: number;
+  type: number;
+  bos: number;
+  eos: number;
+  eot: number;
+  sep: number;
+  nl: number;
+  pad: number;
+  addBos: boolean;
+  addEos: boolean;
+  eogTokens: Int32Array;
+}
+
+export interface NativeMetadata {
+  gguf: Record<string, string>;
+  description: string;
+  nCtxTrain: number;
+  nEmbd: number;
+  nLayer: number;
+  nHead: number;
+  nHeadKv: number;
+  nSwa: number;
+  nParams: number;
+  sizeBytes: number;
+  isRecurrent: boolean;
+  isHybrid: boolean;
+  hasEncoder: boolean;
+  chatTemplate: string | null;
+  fingerprint: string;
+}
+
+export interface NativeModel {
+  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array;
+  detokenize(tokens: Int32Array, special: boolean): string;
+  tokenPiece(token: number, special: boolean): Uint8Array;
+  tokenInfo(token: number): NativeTokenInfo;
+  vocabInfo(): NativeVocabInfo;
+  metadata(): NativeMetadata;
+  dispose(): void;
+}
+
+export interface NativeEngineOptions {
+  contextSize: number;
+  batchSize: number;
+  microBatchSize: number;
+  sequences: number;
+  threads: number;
+  batchThreads: number;
+  unifiedKv: boolean;
+  flashAttention: number;
+  kvTypeK: number;
+  kvTypeV: number;
+  maxQueued: number;
+  prefillChunk: number;
+}
+
+export interface NativeRequest {
+  id: number;
+  prompt: string | Int32Array;
+  addSpecial: boolean;
+  parseSpecial: boolean;
+  maxTokens: number;
+  stop: string[];
+  emitTokens: boolean;
+  renderSpecial: boolean;
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  typicalP: number;
+  repeatPenalty: number;
+  frequencyPenalty: number;
+  presencePenalty: number;
+  penaltyLastN: number;
+  seed: number;
+  grammar?: string;
+  grammarRoot?: string;
+  logitBiasTokens?: Int32Array;
+  logitBiasValues?: Float32Array;
+}
+
+export interface NativeStats {
+  promptTokens: number;
+  reusedTokens: number;
+  prefilledTokens: number;
+  generatedTokens: number;
+  queuedMs: number;
+  ttftMs: number;
+  prefillMs: number;
+  decodeMs: number;
+  prefillTokensPerSec: number;
+  decodeTokensPerSec: number;
+}
+
+export interface NativeReady {
+  contextSize: number;
+  sequenceContextSize: number;
+  batchSize: number;
+  microBatchSize: number;
+  sequences: number;
+  threads: number;
+  batchThreads: number;
+  unifiedKv: boolean;
+  flashAttention: number;
+  kvTypeK: number;
+  kvTypeV: number;
+  canTruncateKv: boolean;
+}
+
+export type NativeEvent =
+  | { type: 'ready'; id: number; ready: NativeReady }
+  | { type: 'text'; id: number; text: string; tokens?: Int32Array }
+  | {
+      type: 'final';
+      id: number;
+      finishReason: 'eog' | 'stop' | 'length' | 'abort' | 'error';
+      code?: string;
+      message?: string;
+      stop?: string;
+      stats: NativeStats;
+    }
+  | { type: 'engineError'; id: number; code: string; message: string }
+  | { type: 'closed'; id: number };
+
+export interface NativeEngine {
+  submit(params: NativeRequest): void;
+  cancel(id: number): void;
+  pause(id: number, paused: boolean): void;
+  setRef(ref: boolean): void;
+  close(): Promise<void>;
+}
+
+export interface NativeBinding {
+  Model: {
+    load(path: string, options: NativeLoadOptions, abortFlag: Int32Array, onProgress?: (p: number) => void): Promise<NativeModel>;
+  };
+  Engine: new (model: NativeModel, options: NativeEngineOptions, onEvents: (events: NativeEvent[]) => void) => NativeEngine;
+  setLogger(handler: ((batch: Array<number | string>) => void) | undefined, level: number): void;
+  systemInfo(): {
+    llamaSystemInfo: string;
+    supportsGpuOffload: boolean;
+    supportsMmap: boolean;
+    maxParallelSequences: number;
+    maxDevices: number;
+  };
+}
+
+/** The package root: one level above src/ (tests) or dist/ (the built package). */
+export const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+function load(): NativeBinding {
+  const require = createRequire(import.meta.url);
+  try {
+    const nodeGypBuild = require('node-gyp-build') as (dir: string) => unknown;
+    return nodeGypBuild(packageRoot) as NativeBinding;
+  } catch (err) {
+    throw new LlamuxError(
+      'NATIVE_LOAD_FAILED',
+      `llamux could not load its native addon for ${process.platform}-${process.arch} (Node ${process.version}).\n` +
+        'Possible solutions:\n' +
+        '- run `npm install` again so the addon is built from source (needs cmake, a C++17 compiler and git)\n' +
+        '- check that prebuilds/ holds a binary for this platform\n' +
+        `Cause: ${(err as Error)?.message ?? String(err)}`,
+      { cause: err },
+    );
+  }
+}
+
+export const native: NativeBinding = load();

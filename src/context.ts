@@ -1,0 +1,378 @@
+import { native, type NativeEngine, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
+import { AsyncQueue } from './async-queue.js';
+import { LlamuxError, abortError, fromNative, type LlamuxErrorCode } from './errors.js';
+import type { FinalEvent, GenerateEvent, GenerateResult } from './events.js';
+import type { Model } from './model.js';
+import { toInt32Array } from './model.js';
+import { GGML_TYPE_IDS, GenerateOptionsSchema, parseOptions, type GenerateOptions, type ParsedGenerateOptions } from './options.js';
+import type { z } from 'zod';
+import type { ContextOptionsSchema } from './options.js';
+
+/** The values llama.cpp actually applied when it created the context. */
+export interface ContextSettings {
+  contextSize: number;
+  /** Tokens one sequence may hold (contextSize with unified KV, contextSize / sequences otherwise). */
+  sequenceContextSize: number;
+  batchSize: number;
+  microBatchSize: number;
+  sequences: number;
+  threads: number;
+  batchThreads: number;
+  unifiedKv: boolean;
+  flashAttention: 'auto' | 'on' | 'off';
+  kvCacheTypeK: number;
+  kvCacheTypeV: number;
+  /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
+  canTruncateKv: boolean;
+}
+
+let nextRequestId = 1;
+
+/**
+ * One running request. Iterate it for events (once), or await `result`.
+ * Breaking out of the iteration cancels the request.
+ */
+export class Generation implements AsyncIterable<GenerateEvent> {
+  readonly id: number;
+  /** Resolves with the whole result; rejects with LlamuxError (ABORTED, DISPOSED, ...). */
+  readonly result: Promise<GenerateResult>;
+  #queue: AsyncQueue<GenerateEvent>;
+  #resolve!: (r: GenerateResult) => void;
+  #reject!: (e: unknown) => void;
+  #text: string[] = [];
+  #tokens: number[] | undefined;
+  #done = false;
+  #paused = false;
+  #cancel: () => void;
+  #setPaused: (paused: boolean) => void;
+  #highWater: number;
+
+  /** @internal */
+  constructor(id: number, wantTokens: boolean, highWater: number, cancel: () => void, setPaused: (p: boolean) => void) {
+    this.id = id;
+    this.#cancel = cancel;
+    this.#setPaused = setPaused;
+    this.#highWater = highWater;
+    if (wantTokens) this.#tokens = [];
+    this.result = new Promise<GenerateResult>((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+    this.result.catch(() => {}); // the iterator reports errors too; no unhandled rejection
+    this.#queue = new AsyncQueue<GenerateEvent>((size) => {
+      if (this.#paused && size <= this.#highWater / 2) {
+        this.#paused = false;
+        this.#setPaused(false);
+      }
+    });
+  }
+
+  get done(): boolean {
+    return this.#done;
+  }
+
+  /** Stops the request (the result rejects with ABORTED). */
+  cancel(): void {
+    if (!this.#done) this.#cancel();
+  }
+
+  /** @internal */
+  onText(text: string, tokens: Int32Array | undefined): void {
+    if (this.#done) return;
+    this.#text.push(text);
+    if (this.#tokens && tokens) for (const t of tokens) this.#tokens.push(t);
+    this.#queue.push(tokens ? { type: 'text', text, tokens } : { type: 'text', text });
+    // Backpressure only applies to a consumer that iterates; `result` alone never pauses.
+    if (!this.#paused && this.#queue.iterating && this.#queue.size > this.#highWater) {
+      this.#paused = true;
+      this.#setPaused(true);
+    }
+  }
+
+  /** @internal */
+  onFinal(result: Omit<GenerateResult, 'text' | 'tokens'>): void {
+    if (this.#done) return;
+    this.#done = true;
+    const full: GenerateResult = { ...result, text: this.#text.join('') };
+    if (this.#tokens) full.tokens = Int32Array.from(this.#tokens);
+    const ev: FinalEvent = { type: 'final', ...full };
+    this.#queue.push(ev);
+    this.#queue.end();
+    this.#resolve(full);
+  }
+
+  /** @internal */
+  onError(err: LlamuxError): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#queue.end(err);
+    this.#reject(err);
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<GenerateEvent> {
+    const it = this.#queue[Symbol.asyncIterator]();
+    return {
+      next: () => it.next(),
+      return: async () => {
+        this.cancel();
+        return { value: undefined, done: true };
+      },
+    };
+  }
+}
+
+type ParsedContextOptions = z.output<typeof ContextOptionsSchema>;
+
+/**
+ * A llama.cpp context: a KV cache for up to `sequences` concurrent requests, and one
+ * native thread that batches all of them into each decode. Create with
+ * `model.createContext()`.
+ */
+export class Context {
+  readonly model: Model;
+  #native: NativeEngine;
+  #settings: ContextSettings | undefined;
+  #requests = new Map<number, { gen: Generation; signal?: AbortSignal; onAbort?: () => void }>();
+  #disposed = false;
+  #closing: Promise<void> | undefined;
+  #onDispose: Array<() => void> = [];
+  #ready: { resolve: () => void; reject: (e: unknown) => void } | undefined;
+
+  private constructor(model: Model, opts: ParsedContextOptions) {
+    this.model = model;
+    const fa = opts.flashAttention === 'on' ? 1 : opts.flashAttention === 'off' ? 0 : -1;
+    this.#native = new native.Engine(model.nativeHandle(), {
+      contextSize: opts.contextSize,
+      batchSize: Math.max(opts.batchSize, opts.sequences),
+      microBatchSize: opts.microBatchSize,
+      sequences: opts.sequences,
+      threads: opts.threads ?? 0,
+      batchThreads: opts.batchThreads ?? 0,
+      unifiedKv: opts.unifiedKv,
+      flashAttention: fa,
+      kvTypeK: opts.kvCacheTypeK ? GGML_TYPE_IDS[opts.kvCacheTypeK] : -1,
+      kvTypeV: opts.kvCacheTypeV ? GGML_TYPE_IDS[opts.kvCacheTypeV] : -1,
+      maxQueued: opts.maxQueued,
+      prefillChunk: opts.prefillChunk ?? 0,
+    }, (events) => this.#onEvents(events));
+  }
+
+  /** @internal */
+  static async create(model: Model, opts: ParsedContextOptions): Promise<Context> {
+    let ctx: Context;
+    try {
+      ctx = new Context(model, opts);
+    } catch (e) {
+      throw fromNative(e);
+    }
+    await new Promise<void>((resolve, reject) => {
+      ctx.#ready = { resolve, reject };
+    });
+    return ctx;
+  }
+
+  /** @internal */
+  onDispose(fn: () => void): void {
+    this.#onDispose.push(fn);
+  }
+
+  /** What llama.cpp applied (context size, batch sizes, threads, ...). */
+  get settings(): ContextSettings {
+    if (!this.#settings) throw new LlamuxError('INTERNAL', 'The context is not ready');
+    return this.#settings;
+  }
+
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /** Requests submitted and not finished. */
+  get pendingRequests(): number {
+    return this.#requests.size;
+  }
+
+  #onEvents(events: NativeEvent[]): void {
+    for (const ev of events) {
+      try {
+        this.#dispatch(ev);
+      } catch {
+        // Never let one bad event break delivery for the others.
+      }
+    }
+    this.#updateRef();
+  }
+
+  #dispatch(ev: NativeEvent): void {
+    switch (ev.type) {
+      case 'ready':
+        this.#settings = readySettings(ev.ready);
+        this.#ready?.resolve();
+        this.#ready = undefined;
+        return;
+      case 'engineError': {
+        const err = new LlamuxError(ev.code as LlamuxErrorCode, `Could not create the context: ${ev.message}`);
+        this.#disposed = true;
+        this.#native.close().catch(() => {});
+        this.#ready?.reject(err);
+        this.#ready = undefined;
+        return;
+      }
+      case 'text': {
+        this.#requests.get(ev.id)?.gen.onText(ev.text, ev.tokens);
+        return;
+      }
+      case 'final': {
+        const entry = this.#requests.get(ev.id);
+        if (!entry) return;
+        this.#requests.delete(ev.id);
+        if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
+        if (ev.finishReason === 'abort') {
+          entry.gen.onError(abortError(entry.signal, 'The generation'));
+          return;
+        }
+        if (ev.finishReason === 'error') {
+          entry.gen.onError(new LlamuxError((ev.code ?? 'INTERNAL') as LlamuxErrorCode, ev.message ?? 'Generation failed'));
+          return;
+        }
+        const s = ev.stats;
+        entry.gen.onFinal({
+          finishReason: ev.finishReason,
+          ...(ev.stop !== undefined ? { stop: ev.stop } : {}),
+          promptTokens: s.promptTokens,
+          reusedTokens: s.reusedTokens,
+          prefilledTokens: s.prefilledTokens,
+          generatedTokens: s.generatedTokens,
+          timings: {
+            queuedMs: s.queuedMs,
+            ttftMs: s.ttftMs,
+            prefillMs: s.prefillMs,
+            decodeMs: s.decodeMs,
+            prefillTokensPerSec: s.prefillTokensPerSec,
+            decodeTokensPerSec: s.decodeTokensPerSec,
+          },
+        });
+        return;
+      }
+      case 'closed':
+        return;
+    }
+  }
+
+  #updateRef(): void {
+    if (this.#disposed && this.#requests.size === 0) return;
+    this.#native.setRef(this.#requests.size > 0 || this.#ready !== undefined);
+  }
+
+  /**
+   * Starts a request. Iterate the returned {@link Generation} for text deltas and a final
+   * event, or await `generation.result`.
+   * @throws LlamuxError INVALID_ARGUMENT (options), DISPOSED, QUEUE_FULL
+   * @example
+   * for await (const ev of ctx.generate({ prompt: 'Hello', maxTokens: 32 })) {
+   *   if (ev.type === 'text') process.stdout.write(ev.text);
+   * }
+   */
+  generate(options: GenerateOptions): Generation {
+    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    const o = parseOptions(GenerateOptionsSchema, options, 'generate options');
+    const id = nextRequestId++;
+    const gen = new Generation(id, o.tokens, o.highWaterMark, () => this.#native.cancel(id), (p) => this.#native.pause(id, p));
+    if (o.signal?.aborted) {
+      gen.onError(abortError(o.signal, 'The generation'));
+      return gen;
+    }
+    const req = toNativeRequest(id, o);
+    try {
+      this.#native.submit(req);
+    } catch (e) {
+      throw fromNative(e);
+    }
+    const entry: { gen: Generation; signal?: AbortSignal; onAbort?: () => void } = { gen };
+    if (o.signal) {
+      entry.signal = o.signal;
+      entry.onAbort = () => this.#native.cancel(id);
+      o.signal.addEventListener('abort', entry.onAbort, { once: true });
+    }
+    this.#requests.set(id, entry);
+    this.#updateRef();
+    return gen;
+  }
+
+  /** `generate(options).result`. */
+  complete(options: GenerateOptions): Promise<GenerateResult> {
+    return this.generate(options).result;
+  }
+
+  /**
+   * Ends every running request with DISPOSED, stops the native thread and frees the KV
+   * cache. Idempotent.
+   */
+  dispose(): Promise<void> {
+    if (this.#closing) return this.#closing;
+    this.#disposed = true;
+    this.#closing = this.#native.close().then(() => {
+      // Requests that never got a final (should not happen) still end.
+      for (const [, entry] of this.#requests) {
+        entry.gen.onError(new LlamuxError('DISPOSED', 'The context was disposed'));
+      }
+      this.#requests.clear();
+      this.#native.setRef(false);
+      for (const fn of this.#onDispose) fn();
+    });
+    return this.#closing;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
+  }
+}
+
+function readySettings(r: NativeReady): ContextSettings {
+  return {
+    contextSize: r.contextSize,
+    sequenceContextSize: r.sequenceContextSize,
+    batchSize: r.batchSize,
+    microBatchSize: r.microBatchSize,
+    sequences: r.sequences,
+    threads: r.threads,
+    batchThreads: r.batchThreads,
+    unifiedKv: r.unifiedKv,
+    flashAttention: r.flashAttention === 1 ? 'on' : r.flashAttention === 0 ? 'off' : 'auto',
+    kvCacheTypeK: r.kvTypeK,
+    kvCacheTypeV: r.kvTypeV,
+    canTruncateKv: r.canTruncateKv,
+  };
+}
+
+function toNativeRequest(id: number, o: ParsedGenerateOptions): NativeRequest {
+  const req: NativeRequest = {
+    id,
+    prompt: typeof o.prompt === 'string' ? o.prompt : toInt32Array(o.prompt),
+    addSpecial: o.addSpecial,
+    parseSpecial: o.parseSpecial,
+    maxTokens: o.maxTokens ?? -1,
+    stop: o.stop,
+    emitTokens: o.tokens,
+    renderSpecial: o.renderSpecial,
+    temperature: o.temperature,
+    topK: o.topK,
+    topP: o.topP,
+    minP: o.minP,
+    typicalP: o.typicalP,
+    repeatPenalty: o.repeatPenalty,
+    frequencyPenalty: o.frequencyPenalty,
+    presencePenalty: o.presencePenalty,
+    penaltyLastN: o.penaltyLastN,
+    seed: o.seed ?? Math.floor(Math.random() * 0xffffffff),
+  };
+  if (o.grammar) {
+    req.grammar = o.grammar;
+    req.grammarRoot = o.grammarRoot;
+  }
+  if (o.logitBias) {
+    const entries = o.logitBias instanceof Map ? [...o.logitBias.entries()] : Object.entries(o.logitBias).map(([k, v]) => [Number(k), v] as const);
+    req.logitBiasTokens = Int32Array.from(entries.map((e) => e[0]));
+    req.logitBiasValues = Float32Array.from(entries.map((e) => e[1]));
+  }
+  return req;
+}

@@ -1,0 +1,11 @@
+// The public surface of llamux. Nothing is exported by accident: add exports here.
+export { loadModel, Model, TokenAttribute } from './model.js';
+export type { ModelMetadata, TokenInfo, VocabInfo } from './model.js';
+export { Context, Generation } from './context.js';
+export type { ContextSettings } from './context.js';
+export type { FinalEvent, FinishReason, GenerateEvent, GenerateResult, GenerateTimings, TextEvent } from './events.js';
+export { LlamuxError, isLlamuxError } from './errors.js';
+export type { LlamuxErrorCode } from './errors.js';
+export { setLogger } from './logger.js';
+export type { LogHandler, LogLevel } from './logger.js';
+export type { ContextOptions, GenerateOptions, LoadModelOptions, TokenizeOptions, DetokenizeOptions } from './options.js';

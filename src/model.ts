@@ -1,0 +1,316 @@
+import { stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { native, type NativeMetadata, type NativeModel, type NativeVocabInfo } from './binding.js';
+import { Context } from './context.js';
+import { LlamuxError, abortError, fromNative } from './errors.js';
+import { ensureDefaultLogger } from './logger.js';
+import {
+  ContextOptionsSchema,
+  DetokenizeOptionsSchema,
+  LoadModelOptionsSchema,
+  TokenizeOptionsSchema,
+  parseOptions,
+  type ContextOptions,
+  type DetokenizeOptions,
+  type LoadModelOptions,
+  type TokenizeOptions,
+} from './options.js';
+
+/** llama_token_attr bits. */
+export const TokenAttribute = {
+  UNDEFINED: 0,
+  UNKNOWN: 1 << 0,
+  UNUSED: 1 << 1,
+  NORMAL: 1 << 2,
+  CONTROL: 1 << 3,
+  USER_DEFINED: 1 << 4,
+  BYTE: 1 << 5,
+  NORMALIZED: 1 << 6,
+  LSTRIP: 1 << 7,
+  RSTRIP: 1 << 8,
+  SINGLE_WORD: 1 << 9,
+} as const;
+
+export interface VocabInfo {
+  size: number;
+  /** llama_vocab_type: 1 SPM, 2 BPE, 3 WPM, 4 UGM, 5 RWKV, 6 PLAMO2. */
+  type: number;
+  bos: number;
+  eos: number;
+  /** -1 when the model has none. */
+  eot: number;
+  sep: number;
+  nl: number;
+  pad: number;
+  addBos: boolean;
+  addEos: boolean;
+  /** Every token that ends generation. */
+  eogTokens: readonly number[];
+}
+
+export interface TokenInfo {
+  /** The token's text as stored in the vocabulary (e.g. "▁Hello", "<0x0A>"). */
+  text: string;
+  score: number;
+  /** Bit set of {@link TokenAttribute}. */
+  attributes: number;
+  isEog: boolean;
+  isControl: boolean;
+}
+
+export interface ModelMetadata {
+  /** general.architecture, e.g. "llama". */
+  architecture: string;
+  name?: string;
+  description: string;
+  trainingContextSize: number;
+  embeddingSize: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  slidingWindow: number;
+  parameters: number;
+  sizeBytes: number;
+  isRecurrent: boolean;
+  isHybrid: boolean;
+  hasEncoder: boolean;
+  /** tokenizer.chat_template, or null. */
+  chatTemplate: string | null;
+  /** Identifies these weights; part of every cache key. */
+  fingerprint: string;
+  /** Every GGUF key, values as llama.cpp prints them (arrays are summarised). */
+  gguf: Readonly<Record<string, string>>;
+}
+
+const kNative = Symbol('llamux.native');
+
+/**
+ * A loaded GGUF model. Create with {@link loadModel}; free with {@link Model.dispose}.
+ * Tokenizer calls are synchronous (they are cheap); anything that reads files or
+ * decodes runs on a native thread.
+ */
+export class Model {
+  readonly path: string;
+  readonly vocabOnly: boolean;
+  #native: NativeModel | undefined;
+  #contexts = new Set<Context>();
+  #vocab: VocabInfo | undefined;
+  #metadata: ModelMetadata | undefined;
+  #eog: Set<number> | undefined;
+
+  /** @internal use loadModel() */
+  constructor(token: symbol, nativeModel: NativeModel, path: string, vocabOnly: boolean) {
+    if (token !== kNative) throw new TypeError('Model cannot be constructed directly; use loadModel()');
+    this.#native = nativeModel;
+    this.path = path;
+    this.vocabOnly = vocabOnly;
+  }
+
+  get disposed(): boolean {
+    return this.#native === undefined;
+  }
+
+  #n(): NativeModel {
+    if (!this.#native) throw new LlamuxError('DISPOSED', 'The model has been disposed');
+    return this.#native;
+  }
+
+  /** @internal */
+  nativeHandle(): NativeModel {
+    return this.#n();
+  }
+
+  /** Text to token ids. `parseSpecial` turns special-token text into control tokens: never enable it for untrusted text. */
+  tokenize(text: string, options?: TokenizeOptions): Int32Array {
+    const n = this.#n();
+    if (typeof text !== 'string') throw new LlamuxError('INVALID_ARGUMENT', `Expected text to be a string but received ${typeof text}`);
+    const o = parseOptions(TokenizeOptionsSchema, options, 'tokenize options');
+    try {
+      return n.tokenize(text, o.addSpecial, o.parseSpecial);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** Token ids to text. `special` renders control tokens (e.g. "<s>") into the text. */
+  detokenize(tokens: ArrayLike<number>, options?: DetokenizeOptions): string {
+    const n = this.#n();
+    const o = parseOptions(DetokenizeOptionsSchema, options, 'detokenize options');
+    try {
+      return n.detokenize(toInt32Array(tokens), o.special);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** The raw bytes one token contributes to the text (may be part of a UTF-8 character). */
+  tokenPiece(token: number, options?: DetokenizeOptions): Uint8Array {
+    const n = this.#n();
+    const o = parseOptions(DetokenizeOptionsSchema, options, 'tokenPiece options');
+    checkTokenId(token);
+    try {
+      return n.tokenPiece(token, o.special);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  tokenInfo(token: number): TokenInfo {
+    const n = this.#n();
+    checkTokenId(token);
+    try {
+      return n.tokenInfo(token);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  isEndOfGeneration(token: number): boolean {
+    if (!this.#eog) this.#eog = new Set(this.vocab.eogTokens);
+    return this.#eog.has(token);
+  }
+
+  get vocab(): VocabInfo {
+    const n = this.#n();
+    if (!this.#vocab) {
+      const v: NativeVocabInfo = n.vocabInfo();
+      this.#vocab = Object.freeze({ ...v, eogTokens: Object.freeze(Array.from(v.eogTokens)) });
+    }
+    return this.#vocab;
+  }
+
+  get metadata(): ModelMetadata {
+    const n = this.#n();
+    if (!this.#metadata) {
+      const m: NativeMetadata = n.metadata();
+      this.#metadata = Object.freeze({
+        architecture: m.gguf['general.architecture'] ?? 'unknown',
+        name: m.gguf['general.name'],
+        description: m.description,
+        trainingContextSize: m.nCtxTrain,
+        embeddingSize: m.nEmbd,
+        layers: m.nLayer,
+        heads: m.nHead,
+        kvHeads: m.nHeadKv,
+        slidingWindow: m.nSwa,
+        parameters: m.nParams,
+        sizeBytes: m.sizeBytes,
+        isRecurrent: m.isRecurrent,
+        isHybrid: m.isHybrid,
+        hasEncoder: m.hasEncoder,
+        chatTemplate: m.chatTemplate,
+        fingerprint: m.fingerprint,
+        gguf: Object.freeze({ ...m.gguf }),
+      });
+    }
+    return this.#metadata;
+  }
+
+  /** Any GGUF metadata value by key, as text; undefined when absent. */
+  getMetadata(key: string): string | undefined {
+    return this.metadata.gguf[key];
+  }
+
+  /**
+   * Creates a context: its own KV cache and one native thread that runs every decode.
+   * Resolves once llama.cpp has allocated it.
+   * @throws LlamuxError INVALID_ARGUMENT, DISPOSED, CONTEXT_CREATE_FAILED, UNSUPPORTED (vocab-only model)
+   */
+  async createContext(options?: ContextOptions): Promise<Context> {
+    this.#n();
+    if (this.vocabOnly) throw new LlamuxError('UNSUPPORTED', 'This model was loaded with vocabOnly: it has no weights to run a context on');
+    const o = parseOptions(ContextOptionsSchema, options, 'context options');
+    const ctx = await Context.create(this, o);
+    this.#contexts.add(ctx);
+    ctx.onDispose(() => this.#contexts.delete(ctx));
+    return ctx;
+  }
+
+  /** Disposes every context of this model, then frees the weights. Idempotent. */
+  async dispose(): Promise<void> {
+    if (!this.#native) return;
+    const contexts = [...this.#contexts];
+    await Promise.all(contexts.map((c) => c.dispose()));
+    this.#native?.dispose();
+    this.#native = undefined;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
+  }
+}
+
+function checkTokenId(token: number): void {
+  if (!Number.isInteger(token) || token < 0) {
+    throw new LlamuxError('INVALID_ARGUMENT', `Expected a token id (a non-negative integer) but received ${String(token)}`);
+  }
+}
+
+export function toInt32Array(tokens: ArrayLike<number>): Int32Array {
+  if (tokens instanceof Int32Array) return tokens;
+  if (!tokens || typeof tokens.length !== 'number') {
+    throw new LlamuxError('INVALID_ARGUMENT', 'Expected tokens to be an Int32Array or an array of token ids');
+  }
+  const out = new Int32Array(tokens.length);
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i];
+    if (!Number.isInteger(t) || (t as number) < 0 || (t as number) > 0x7fffffff) {
+      throw new LlamuxError('INVALID_ARGUMENT', `Expected token ids but the value at index ${i} is ${String(t)}`);
+    }
+    out[i] = t as number;
+  }
+  return out;
+}
+
+/**
+ * Loads a GGUF model on a worker thread.
+ * @throws LlamuxError MODEL_NOT_FOUND (missing path or a directory), MODEL_INVALID (not a
+ *   GGUF llama.cpp can load), ABORTED (signal), INVALID_ARGUMENT (options)
+ * @example
+ * const model = await loadModel('model.gguf', { onProgress: (p) => console.log(p) });
+ */
+export async function loadModel(path: string, options?: LoadModelOptions): Promise<Model> {
+  const stack = new Error().stack;
+  if (typeof path !== 'string' || path.length === 0) {
+    throw new LlamuxError('INVALID_ARGUMENT', `Expected the model path to be a non-empty string but received ${typeof path === 'string' ? 'an empty string' : typeof path}`);
+  }
+  const o = parseOptions(LoadModelOptionsSchema, options, 'loadModel options');
+  ensureDefaultLogger();
+  const full = resolve(path);
+  if (o.signal?.aborted) throw abortError(o.signal, 'Model loading');
+  let info;
+  try {
+    info = await stat(full);
+  } catch (e) {
+    throw new LlamuxError('MODEL_NOT_FOUND', `No model file at "${full}"`, { cause: e });
+  }
+  if (info.isDirectory()) throw new LlamuxError('MODEL_NOT_FOUND', `"${full}" is a directory, not a GGUF model file`);
+  if (!info.isFile()) throw new LlamuxError('MODEL_NOT_FOUND', `"${full}" is not a regular file`);
+  if (info.size === 0) throw new LlamuxError('MODEL_INVALID', `"${full}" is empty (0 bytes), not a GGUF model`);
+
+  const abortFlag = new Int32Array(new SharedArrayBuffer(4));
+  const onAbort = () => Atomics.store(abortFlag, 0, 1);
+  o.signal?.addEventListener('abort', onAbort, { once: true });
+  const onProgress = o.onProgress as ((p: number) => void) | undefined;
+  try {
+    const nm = await native.Model.load(full, {
+      gpuLayers: o.gpuLayers,
+      vocabOnly: o.vocabOnly,
+      useMmap: o.useMmap,
+      useMlock: o.useMlock,
+      checkTensors: o.checkTensors,
+    }, abortFlag, onProgress ? (p) => { try { onProgress(p); } catch { /* a throwing progress callback must not break loading */ } } : undefined);
+    if (o.signal?.aborted) {
+      nm.dispose();
+      throw abortError(o.signal, 'Model loading');
+    }
+    return new Model(kNative, nm, full, o.vocabOnly);
+  } catch (e) {
+    if (e instanceof LlamuxError) throw e;
+    const err = fromNative(e, stack);
+    if (err.code === 'ABORTED') throw abortError(o.signal, 'Model loading');
+    throw err;
+  } finally {
+    o.signal?.removeEventListener('abort', onAbort);
+  }
+}

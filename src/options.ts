@@ -1,0 +1,142 @@
+// Every public option schema. Options are validated once here, at the edge; the native
+// side trusts what it receives.
+import { z } from 'zod';
+import { LlamuxError } from './errors.js';
+
+const abortSignal = z.custom<AbortSignal>((v) => v instanceof AbortSignal, { message: 'expected an AbortSignal' });
+const positiveInt = z.number().int().positive();
+
+export const LoadModelOptionsSchema = z
+  .object({
+    /** Layers to offload to a GPU (-1: all). Ignored in CPU builds. */
+    gpuLayers: z.number().int().min(-1).default(0),
+    /** Load the vocabulary only: tokenize/detokenize work, no contexts. */
+    vocabOnly: z.boolean().default(false),
+    useMmap: z.boolean().default(true),
+    useMlock: z.boolean().default(false),
+    /** Validate tensor data while loading (slower). */
+    checkTensors: z.boolean().default(false),
+    /** Called with a fraction 0..1 while the weights load. */
+    onProgress: z.function().optional(),
+    signal: abortSignal.optional(),
+  })
+  .strict();
+export type LoadModelOptions = Omit<z.input<typeof LoadModelOptionsSchema>, 'onProgress'> & {
+  onProgress?: (progress: number) => void;
+};
+
+const kvType = z.enum(['f32', 'f16', 'bf16', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1']);
+export const GGML_TYPE_IDS: Record<z.infer<typeof kvType>, number> = {
+  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q5_0: 6, q5_1: 7, q8_0: 8, bf16: 30,
+};
+
+export const ContextOptionsSchema = z
+  .object({
+    /** KV cells in all (tokens). With unifiedKv every sequence may grow to this size. */
+    contextSize: positiveInt.default(4096),
+    /** Parallel sequences (concurrent requests on the GPU/CPU at once). */
+    sequences: z.number().int().min(1).max(256).default(1),
+    /** Shared KV buffer across sequences (lets prefixes be shared; each sequence can use the whole context). */
+    unifiedKv: z.boolean().default(true),
+    /** Max tokens per llama_decode call. */
+    batchSize: positiveInt.default(512),
+    /** Physical micro-batch size. */
+    microBatchSize: positiveInt.default(512),
+    /** Max prompt tokens a tick may prefill (chunked prefill); default batchSize. */
+    prefillChunk: positiveInt.optional(),
+    /** Threads for single-token decode (default: all hardware threads). */
+    threads: positiveInt.optional(),
+    /** Threads for prompt processing (default: threads). */
+    batchThreads: positiveInt.optional(),
+    flashAttention: z.enum(['auto', 'on', 'off']).default('auto'),
+    kvCacheTypeK: kvType.optional(),
+    kvCacheTypeV: kvType.optional(),
+    /** Requests allowed to wait for a free sequence before QUEUE_FULL. */
+    maxQueued: z.number().int().min(0).default(1024),
+  })
+  .strict();
+export type ContextOptions = z.input<typeof ContextOptionsSchema>;
+
+export const SamplingOptionsSchema = z
+  .object({
+    /** 0 = greedy. */
+    temperature: z.number().min(0).default(0.8),
+    topK: z.number().int().min(0).default(40),
+    topP: z.number().gt(0).max(1).default(0.95),
+    minP: z.number().min(0).max(1).default(0.05),
+    typicalP: z.number().gt(0).max(1).default(1),
+    repeatPenalty: z.number().gt(0).default(1),
+    frequencyPenalty: z.number().default(0),
+    presencePenalty: z.number().default(0),
+    penaltyLastN: z.number().int().min(-1).default(64),
+    /** RNG seed; default random. */
+    seed: z.number().int().min(0).max(0xffffffff).optional(),
+    /** Token id -> additive logit bias (use -Infinity to ban). */
+    logitBias: z.record(z.string().regex(/^\d+$/), z.number()).or(z.map(z.number().int().min(0), z.number())).optional(),
+    /** A GBNF grammar the output must follow. */
+    grammar: z.string().min(1).optional(),
+    grammarRoot: z.string().min(1).default('root'),
+  })
+  .strict();
+
+export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
+  /** Text (tokenized with the model's vocabulary) or token ids. */
+  prompt: z.union([z.string(), z.instanceof(Int32Array), z.array(z.number().int().min(0))]),
+  /** Add BOS etc. when the prompt is text. */
+  addSpecial: z.boolean().default(true),
+  /** Parse special-token text (e.g. "<|im_start|>") in a text prompt. Off by default: never for untrusted text. */
+  parseSpecial: z.boolean().default(false),
+  /** Generated-token limit; default: until end of generation or the context end. */
+  maxTokens: z.number().int().positive().optional(),
+  /** Stop strings: generation ends before any of them, and no text from it onwards is emitted. */
+  stop: z.array(z.string().min(1)).max(64).default([]),
+  /** Include token ids in text events. */
+  tokens: z.boolean().default(false),
+  /** Render control tokens (e.g. <|im_end|>) into the text. */
+  renderSpecial: z.boolean().default(false),
+  signal: abortSignal.optional(),
+  /** Events buffered for a slow consumer before its sequence pauses. */
+  highWaterMark: positiveInt.default(256),
+}).strict();
+export type GenerateOptions = z.input<typeof GenerateOptionsSchema>;
+export type ParsedGenerateOptions = z.output<typeof GenerateOptionsSchema>;
+
+export const TokenizeOptionsSchema = z
+  .object({ addSpecial: z.boolean().default(true), parseSpecial: z.boolean().default(false) })
+  .strict();
+export type TokenizeOptions = z.input<typeof TokenizeOptionsSchema>;
+
+export const DetokenizeOptionsSchema = z.object({ special: z.boolean().default(false) }).strict();
+export type DetokenizeOptions = z.input<typeof DetokenizeOptionsSchema>;
+
+function describe(v: unknown): string {
+  if (v === undefined) return 'undefined';
+  if (v === null) return 'null';
+  if (typeof v === 'string') return `${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)} of type string`;
+  if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return `${String(v)} of type ${typeof v}`;
+  if (Array.isArray(v)) return 'an array';
+  return `a value of type ${typeof v === 'object' ? (v.constructor?.name ?? 'object') : typeof v}`;
+}
+
+function valueAt(root: unknown, path: PropertyKey[]): unknown {
+  let cur: unknown = root;
+  for (const key of path) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<PropertyKey, unknown>)[key];
+  }
+  return cur;
+}
+
+/** Parses `input` with `schema`; on failure throws INVALID_ARGUMENT naming each bad option. */
+export function parseOptions<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
+  const r = schema.safeParse(input ?? {});
+  if (r.success) return r.data;
+  const parts = r.error.issues.map((issue) => {
+    if (issue.code === 'unrecognized_keys') {
+      return `unknown option${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+    }
+    const name = issue.path.length ? issue.path.map(String).join('.') : what;
+    return `expected ${issue.message.replace(/^Invalid input: expected /, '').replace(/^Invalid input/, 'a valid value')} for "${name}" but received ${describe(valueAt(input, issue.path))}`;
+  });
+  throw new LlamuxError('INVALID_ARGUMENT', `Invalid ${what}: ${parts.join('; ')}`, { issues: r.error.issues });
+}
