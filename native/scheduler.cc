@@ -142,7 +142,9 @@ void Scheduler::Emit(Event &&ev) { events_.push_back(std::move(ev)); }
 void Scheduler::FlushEvents() {
   for (auto &rp : active_) {
     Request &r = *rp;
-    if (r.done || (r.pendingText.empty() && r.pendingTokens.empty())) continue;
+    // Tokens travel with the text they produced: a token that only began a UTF-8
+    // character (or a possible stop string) waits for the event that completes it.
+    if (r.done || r.pendingText.empty()) continue;
     Event ev;
     ev.type = EventType::Text;
     ev.id = r.p->id;

@@ -71,6 +71,11 @@ export class Generation implements AsyncIterable<GenerateEvent> {
     return this.#done;
   }
 
+  /** Events received and not yet read by the iterator. */
+  get bufferedEvents(): number {
+    return this.#queue.size;
+  }
+
   /** Stops the request (the result rejects with ABORTED). */
   cancel(): void {
     if (!this.#done) this.#cancel();
@@ -137,9 +142,11 @@ export class Context {
   #closing: Promise<void> | undefined;
   #onDispose: Array<() => void> = [];
   #ready: { resolve: () => void; reject: (e: unknown) => void } | undefined;
+  #maxPending: number;
 
   private constructor(model: Model, opts: ParsedContextOptions) {
     this.model = model;
+    this.#maxPending = opts.sequences + opts.maxQueued;
     const fa = opts.flashAttention === 'on' ? 1 : opts.flashAttention === 'off' ? 0 : -1;
     this.#native = new native.Engine(model.nativeHandle(), {
       contextSize: opts.contextSize,
@@ -275,6 +282,9 @@ export class Context {
   generate(options: GenerateOptions): Generation {
     if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
     const o = parseOptions(GenerateOptionsSchema, options, 'generate options');
+    if (this.#requests.size >= this.#maxPending) {
+      throw new LlamuxError('QUEUE_FULL', `The request queue is full (${this.#requests.size} requests running or waiting); wait for some to finish or raise maxQueued`);
+    }
     const id = nextRequestId++;
     const gen = new Generation(id, o.tokens, o.highWaterMark, () => this.#native.cancel(id), (p) => this.#native.pause(id, p));
     if (o.signal?.aborted) {

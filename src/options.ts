@@ -5,6 +5,10 @@ import { LlamuxError } from './errors.js';
 
 const abortSignal = z.custom<AbortSignal>((v) => v instanceof AbortSignal, { message: 'expected an AbortSignal' });
 const positiveInt = z.number().int().positive();
+/** A finite bias, or -Infinity to ban a token. */
+const biasValue = z.custom<number>((v) => typeof v === 'number' && (Number.isFinite(v) || v === -Infinity), {
+  message: 'expected a finite number or -Infinity',
+});
 
 export const LoadModelOptionsSchema = z
   .object({
@@ -72,7 +76,7 @@ export const SamplingOptionsSchema = z
     /** RNG seed; default random. */
     seed: z.number().int().min(0).max(0xffffffff).optional(),
     /** Token id -> additive logit bias (use -Infinity to ban). */
-    logitBias: z.record(z.string().regex(/^\d+$/), z.number()).or(z.map(z.number().int().min(0), z.number())).optional(),
+    logitBias: z.record(z.string().regex(/^\d+$/), biasValue).or(z.map(z.number().int().min(0), biasValue)).optional(),
     /** A GBNF grammar the output must follow. */
     grammar: z.string().min(1).optional(),
     grammarRoot: z.string().min(1).default('root'),
