@@ -11,6 +11,7 @@
 //   LLAMUX_GPU=cuda    build with GGML_CUDA=ON
 //   LLAMUX_PORTABLE=1  no -march=native (what prebuilds use)
 //   LLAMUX_DEBUG=1     Debug build
+//   LLAMUX_BUILD_DIR   cmake build folder (default build/)
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -54,13 +55,22 @@ export function llamaCppDir() {
 function main() {
   const llama = llamaCppDir();
   const cmakeJs = join(dirname(require.resolve('cmake-js/package.json')), 'bin', 'cmake-js');
-  const args = [cmakeJs, 'build', '--out', 'build', `--CDLLAMA_CPP_DIR=${llama}`];
+  const out = process.env.LLAMUX_BUILD_DIR || 'build';
+  // configure every time (cheap on an existing cache, and it picks up changed options),
+  // then build: ninja rebuilds only what changed.
+  const args = ['--out', out, `--CDLLAMA_CPP_DIR=${llama}`];
   if (has('ninja')) args.push('--generator', 'Ninja');
   if (process.env.LLAMUX_DEBUG === '1') args.push('--debug');
   if (process.env.LLAMUX_GPU === 'cuda') args.push('--CDGGML_CUDA=ON');
-  if (process.env.LLAMUX_PORTABLE === '1') args.push('--CDGGML_NATIVE=OFF');
+  if (process.env.LLAMUX_PORTABLE === '1') {
+    // Prebuilds run on other machines: fixed ISA flags instead of -march=native
+    // (x86-64-v3: AVX2/FMA/F16C, what every x86 CPU of the last decade has).
+    args.push('--CDGGML_NATIVE=OFF');
+    if (process.arch === 'x64') args.push('--CDGGML_AVX=ON', '--CDGGML_AVX2=ON', '--CDGGML_FMA=ON', '--CDGGML_F16C=ON', '--CDGGML_BMI2=ON');
+  }
   if (process.env.LLAMUX_BUILD_BENCH === '1') args.push('--CDLLAMUX_BUILD_BENCH=ON');
-  run(process.execPath, args);
+  run(process.execPath, [cmakeJs, 'configure', ...args]);
+  run(process.execPath, [cmakeJs, 'build', ...args]);
 }
 
-main();
+if (process.argv[1] === fileURLToPath(import.meta.url)) main();
