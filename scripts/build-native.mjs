@@ -34,14 +34,32 @@ function has(cmd) {
   return spawnSync(cmd, ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
+// node-llama-cpp does not export its package.json, so look for the file where npm puts it.
+function findBundle() {
+  const rel = join('node-llama-cpp', 'llama', 'gitRelease.bundle');
+  for (let dir = root; ; dir = dirname(dir)) {
+    const candidate = join(dir, 'node_modules', rel);
+    if (existsSync(candidate)) return candidate;
+    if (dirname(dir) === dir) break;
+  }
+  try {
+    const entry = require.resolve('node-llama-cpp');
+    for (let dir = dirname(entry); dirname(dir) !== dir; dir = dirname(dir)) {
+      const candidate = join(dir, 'llama', 'gitRelease.bundle');
+      if (existsSync(candidate)) return candidate;
+    }
+  } catch {
+    // not installed
+  }
+  return undefined;
+}
+
 export function llamaCppDir() {
   if (process.env.LLAMA_CPP_DIR) return resolve(process.env.LLAMA_CPP_DIR);
   const dir = join(root, 'deps', 'llama.cpp');
   if (existsSync(join(dir, 'CMakeLists.txt'))) return dir;
-  let bundle;
-  try {
-    bundle = join(dirname(require.resolve('node-llama-cpp/package.json')), 'llama', 'gitRelease.bundle');
-  } catch {
+  const bundle = findBundle();
+  if (!bundle) {
     console.error('llamux: no prebuilt binary fits this platform and llama.cpp sources are missing.\n' +
       'Install the devDependency node-llama-cpp (it carries the llama.cpp source bundle) or set LLAMA_CPP_DIR.');
     process.exit(1);

@@ -11,8 +11,9 @@
  * - otherwise `handler.toString()` is compiled inside the worker. Such a handler must be
  *   self-contained: no closure variables and no imported bindings (bundlers and test runners
  *   rename imports); it may use globals, `require`, `await import()`, and the global helpers
- *   `ok`, `toolError`, `askUser`, `halt` that the worker defines. Native and bound functions have no
- *   usable source and are refused.
+ *   `ok`, `toolError`, `askUser`, `halt` that the worker defines (it also shims esbuild's `__name`
+ *   and Vite's `__vite_ssr_dynamic_import__`, which tsx and vitest inject into function bodies).
+ *   Native and bound functions have no usable source and are refused.
  *
  * Arguments, `ctx.context`, `ctx.call` and the returned value cross the thread boundary by
  * structured clone. In the worker `ctx.engine` is `undefined` and `ctx.signal` never aborts (the
@@ -36,6 +37,8 @@ define('__name', (fn, name) => {
   try { Object.defineProperty(fn, 'name', { value: name, configurable: true }); } catch {}
   return fn;
 });
+// Vite's SSR transform (vitest) rewrites import() in function bodies to this helper.
+define('__vite_ssr_dynamic_import__', (specifier) => import(specifier));
 define('ok', (value) => ({ [TAG]: 'ok', value }));
 define('toolError', (error) => ({ [TAG]: 'error', error }));
 define('askUser', (question, options) =>
