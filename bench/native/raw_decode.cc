@@ -1,0 +1,115 @@
+// The speed limit for any binding: a plain C++ loop over the same static llama.cpp.
+// Prefills a prompt of N tokens, then decodes M tokens greedily (end-of-generation tokens
+// banned), sampling the same way llamux does (full-vocab candidates + a greedy chain).
+// Usage: raw-decode MODEL PROMPT_TOKENS GEN_TOKENS THREADS [SEQUENCES]
+// Prints one JSON line.
+#include <llama.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+static void quiet(ggml_log_level, const char *, void *) {}
+
+int main(int argc, char **argv) {
+  if (argc < 5) {
+    fprintf(stderr, "usage: %s MODEL PROMPT_TOKENS GEN_TOKENS THREADS [SEQUENCES]\n", argv[0]);
+    return 2;
+  }
+  const char *path = argv[1];
+  int nPrompt = atoi(argv[2]);
+  int nGen = atoi(argv[3]);
+  int threads = atoi(argv[4]);
+  int nSeq = argc > 5 ? atoi(argv[5]) : 1;
+  llama_log_set(quiet, nullptr);
+  llama_backend_init();
+  llama_model_params mp = llama_model_default_params();
+  llama_model *model = llama_model_load_from_file(path, mp);
+  if (!model) {
+    fprintf(stderr, "cannot load %s\n", path);
+    return 1;
+  }
+  const llama_vocab *vocab = llama_model_get_vocab(model);
+  int nVocab = llama_vocab_n_tokens(vocab);
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = (nPrompt + nGen + 16) * nSeq;
+  cp.n_batch = 512;
+  cp.n_ubatch = 512;
+  cp.n_seq_max = nSeq;
+  cp.kv_unified = true;
+  cp.n_threads = threads;
+  cp.n_threads_batch = threads;
+  cp.no_perf = true;
+  llama_context *ctx = llama_init_from_model(model, cp);
+  if (!ctx) return 1;
+
+  std::vector<llama_logit_bias> bans;
+  for (int t = 0; t < nVocab; t++) {
+    if (llama_vocab_is_eog(vocab, t)) bans.push_back({t, -INFINITY});
+  }
+  std::vector<llama_sampler *> chains(nSeq);
+  for (int s = 0; s < nSeq; s++) {
+    chains[s] = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    llama_sampler_chain_add(chains[s], llama_sampler_init_logit_bias(nVocab, (int)bans.size(), bans.data()));
+    llama_sampler_chain_add(chains[s], llama_sampler_init_greedy());
+  }
+  std::vector<llama_token_data> cur(nVocab);
+  auto sample = [&](int s, int idx) {
+    const float *logits = llama_get_logits_ith(ctx, idx);
+    for (int t = 0; t < nVocab; t++) cur[t] = {t, logits[t], 0.0f};
+    llama_token_data_array arr = {cur.data(), cur.size(), -1, false};
+    llama_sampler_apply(chains[s], &arr);
+    llama_token tok = arr.data[arr.selected].id;
+    llama_sampler_accept(chains[s], tok);
+    return tok;
+  };
+
+  llama_batch batch = llama_batch_init(512 > nSeq ? 512 : nSeq, 0, 1);
+  using clk = std::chrono::steady_clock;
+  // Prefill every sequence's prompt (deterministic pseudo-random tokens).
+  std::vector<llama_token> last(nSeq);
+  auto t0 = clk::now();
+  for (int s = 0; s < nSeq; s++) {
+    int done = 0;
+    while (done < nPrompt) {
+      int n = nPrompt - done < 512 ? nPrompt - done : 512;
+      batch.n_tokens = 0;
+      for (int i = 0; i < n; i++) {
+        int k = batch.n_tokens++;
+        batch.token[k] = 3 + (int)(((done + i) * 2654435761u + s * 97u) % (unsigned)(nVocab - 3));
+        batch.pos[k] = done + i;
+        batch.n_seq_id[k] = 1;
+        batch.seq_id[k][0] = s;
+        batch.logits[k] = (done + i == nPrompt - 1);
+      }
+      if (llama_decode(ctx, batch) != 0) return 1;
+      done += n;
+    }
+    last[s] = sample(s, batch.n_tokens - 1);
+  }
+  auto t1 = clk::now();
+  for (int g = 1; g < nGen; g++) {
+    batch.n_tokens = 0;
+    for (int s = 0; s < nSeq; s++) {
+      int k = batch.n_tokens++;
+      batch.token[k] = last[s];
+      batch.pos[k] = nPrompt + g - 1;
+      batch.n_seq_id[k] = 1;
+      batch.seq_id[k][0] = s;
+      batch.logits[k] = 1;
+    }
+    if (llama_decode(ctx, batch) != 0) return 1;
+    for (int s = 0; s < nSeq; s++) last[s] = sample(s, s);
+  }
+  auto t2 = clk::now();
+  double prefillS = std::chrono::duration<double>(t1 - t0).count();
+  double decodeS = std::chrono::duration<double>(t2 - t1).count();
+  printf("{\"prefillTokensPerSec\":%.3f,\"decodeTokensPerSec\":%.3f,\"sequences\":%d,\"promptTokens\":%d,\"genTokens\":%d}\n",
+         nPrompt * nSeq / prefillS, (nGen - 1) * nSeq / decodeS, nSeq, nPrompt, nGen);
+  llama_batch_free(batch);
+  for (auto *c : chains) llama_sampler_free(c);
+  llama_free(ctx);
+  llama_model_free(model);
+  return 0;
+}
