@@ -66,7 +66,7 @@ export function llamaCppDir() {
   }
   mkdirSync(join(root, 'deps'), { recursive: true });
   console.log(`llamux: cloning llama.cpp from ${bundle}`);
-  run('git', ['clone', '--quiet', bundle, dir]);
+  run('git', ['-c', 'advice.detachedHead=false', 'clone', '--quiet', bundle, dir]);
   return dir;
 }
 

@@ -6,6 +6,7 @@
 #include <llama.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -67,6 +68,15 @@ int main(int argc, char **argv) {
 
   llama_batch batch = llama_batch_init(512 > nSeq ? 512 : nSeq, 0, 1);
   using clk = std::chrono::steady_clock;
+  // Warm-up (graph allocation), then a clean memory.
+  batch.n_tokens = 1;
+  batch.token[0] = 3;
+  batch.pos[0] = 0;
+  batch.n_seq_id[0] = 1;
+  batch.seq_id[0][0] = 0;
+  batch.logits[0] = 1;
+  if (llama_decode(ctx, batch) != 0) return 1;
+  llama_memory_clear(llama_get_memory(ctx), true);
   // Prefill every sequence's prompt (deterministic pseudo-random tokens).
   std::vector<llama_token> last(nSeq);
   auto t0 = clk::now();

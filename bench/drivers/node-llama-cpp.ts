@@ -1,0 +1,75 @@
+// node-llama-cpp 3.21.1 (same llama.cpp release), with its own prebuilt CPU binary.
+import { benchPrompt } from '../models.js';
+import type { DecodeResult } from './llamux.js';
+
+type NlcModule = typeof import('node-llama-cpp');
+let nlc: NlcModule | undefined;
+let llamaPromise: Promise<import('node-llama-cpp').Llama> | undefined;
+
+async function getLlamaInstance() {
+  nlc ??= await import('node-llama-cpp');
+  llamaPromise ??= nlc.getLlama({
+    gpu: false,
+    build: 'never',
+    usePrebuiltBinaries: true,
+    skipDownload: true,
+    progressLogs: false,
+    logLevel: nlc.LlamaLogLevel.error,
+  });
+  return { llama: await llamaPromise, nlc };
+}
+
+export async function withNodeLlamaCpp<T>(path: string, fn: (model: import('node-llama-cpp').LlamaModel, m: NlcModule) => Promise<T>): Promise<T> {
+  const { llama, nlc: m } = await getLlamaInstance();
+  const model = await llama.loadModel({ modelPath: path });
+  try {
+    return await fn(model, m);
+  } finally {
+    await model.dispose();
+  }
+}
+
+async function decode(seq: import('node-llama-cpp').LlamaContextSequence, prompt: number[], gen: number, bias: import('node-llama-cpp').TokenBias): Promise<{ ttft: number; decodeMs: number; tStart: number; tFirst: number }> {
+  const tStart = performance.now();
+  let tFirst = 0;
+  let n = 0;
+  for await (const _tok of seq.evaluate(prompt as never, { temperature: 0, tokenBias: bias })) {
+    if (n === 0) tFirst = performance.now();
+    n++;
+    if (n >= gen) break;
+  }
+  const tEnd = performance.now();
+  return { ttft: tFirst - tStart, decodeMs: tEnd - tFirst, tStart, tFirst };
+}
+
+export async function nlcSingle(model: import('node-llama-cpp').LlamaModel, m: NlcModule, nVocab: number, promptTokens: number, genTokens: number, threads: number): Promise<DecodeResult> {
+  const ctx = await model.createContext({ contextSize: promptTokens + genTokens + 64, threads, batchSize: 512 });
+  const bias = new m.TokenBias(model.tokenizer);
+  for (const t of [model.tokens.eos, model.tokens.eot].filter((x) => x != null)) bias.set(t as never, 'never');
+  const warm = ctx.getSequence();
+  await decode(warm, benchPrompt(8, nVocab, 99), 4, bias);
+  warm.dispose();
+  const seq = ctx.getSequence();
+  const r = await decode(seq, benchPrompt(promptTokens, nVocab), genTokens, bias);
+  await ctx.dispose();
+  return { prefillTokensPerSec: promptTokens / (r.ttft / 1000), decodeTokensPerSec: (genTokens - 1) / (r.decodeMs / 1000), ttftMs: r.ttft };
+}
+
+export async function nlcConcurrent(model: import('node-llama-cpp').LlamaModel, m: NlcModule, nVocab: number, n: number, promptTokens: number, genTokens: number, threads: number): Promise<{ aggregateDecodeTokensPerSec: number; ttftP50: number; ttftP95: number }> {
+  const ctx = await model.createContext({ contextSize: (promptTokens + genTokens + 16) * n, sequences: n, threads, batchSize: 512 });
+  const bias = new m.TokenBias(model.tokenizer);
+  for (const t of [model.tokens.eos, model.tokens.eot].filter((x) => x != null)) bias.set(t as never, 'never');
+  const seqs = Array.from({ length: n }, () => ctx.getSequence());
+  const t0 = performance.now();
+  const rs = await Promise.all(seqs.map((s, i) => decode(s, benchPrompt(promptTokens, nVocab, i + 1), genTokens, bias)));
+  const total = performance.now() - t0;
+  await ctx.dispose();
+  const lastFirst = Math.max(...rs.map((r) => r.tFirst - t0));
+  const ttfts = rs.map((r) => r.tFirst - t0).sort((a, b) => a - b);
+  return {
+    aggregateDecodeTokensPerSec: (n * (genTokens - 1)) / ((total - lastFirst) / 1000),
+    ttftP50: ttfts[Math.floor(ttfts.length * 0.5)]!,
+    ttftP95: ttfts[Math.min(ttfts.length - 1, Math.floor(ttfts.length * 0.95))]!,
+  };
+}
+
