@@ -49,6 +49,9 @@ const char *EventTypeName(EventType t) {
     case EventType::Final: return "final";
     case EventType::EngineError: return "engineError";
     case EventType::Closed: return "closed";
+    case EventType::ToolCallStart: return "toolCallStart";
+    case EventType::ToolCallDelta: return "toolCallDelta";
+    case EventType::ToolCallEnd: return "toolCallEnd";
   }
   return "unknown";
 }
@@ -88,6 +91,19 @@ Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) 
   cfg.typeV = static_cast<int32_t>(GetInt(o, "kvTypeV", -1));
   cfg.maxQueued = static_cast<uint32_t>(GetInt(o, "maxQueued", 1024));
   cfg.prefillChunk = static_cast<uint32_t>(GetInt(o, "prefillChunk", 0));
+  auto readTokens = [&](const char *key, std::vector<llama_token> *dst) {
+    Napi::Value v = o.Get(key);
+    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) return;
+    Napi::Int32Array a = v.As<Napi::Int32Array>();
+    for (size_t i = 0; i < a.ElementLength(); i++) {
+      if (a[i] < 0 || a[i] >= model_->n_vocab) throw Napi::RangeError::New(env, std::string(key) + ": token outside the vocabulary");
+      dst->push_back(a[i]);
+    }
+  };
+  readTokens("markerStart", &cfg.markers.start);
+  readTokens("markerEnd", &cfg.markers.end);
+  readTokens("markerPayloadStart", &cfg.markers.payloadStart);
+  readTokens("markerPayloadEnd", &cfg.markers.payloadEnd);
   if (cfg.nSeqMax < 1 || cfg.nSeqMax > 256) throw Napi::RangeError::New(env, "sequences must be in 1..256");
   if (cfg.nBatch < 1 || cfg.nCtx < 1) throw Napi::RangeError::New(env, "contextSize and batchSize must be positive");
 
@@ -188,6 +204,22 @@ void Engine::CallJs(Napi::Env env, Napi::Function fn, Engine *self, void *) {
         break;
       case EventType::Closed:
         break;
+      case EventType::ToolCallStart:
+        o.Set("index", e.index);
+        break;
+      case EventType::ToolCallDelta:
+        o.Set("index", e.index);
+        o.Set("text", Napi::String::New(env, e.text));
+        break;
+      case EventType::ToolCallEnd: {
+        o.Set("index", e.index);
+        o.Set("text", Napi::String::New(env, e.text));
+        Napi::Int32Array t = Napi::Int32Array::New(env, e.tokens.size());
+        std::copy(e.tokens.begin(), e.tokens.end(), t.Data());
+        o.Set("tokens", t);
+        o.Set("truncated", e.truncated);
+        break;
+      }
     }
     arr.Set(i++, o);
   }
@@ -268,6 +300,8 @@ Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
   p->maxTokens = static_cast<int32_t>(GetInt(o, "maxTokens", -1));
   p->emitTokens = GetBool(o, "emitTokens", false);
   p->renderSpecial = GetBool(o, "renderSpecial", false);
+  p->markers = GetBool(o, "markers", true);
+  p->greedyToolSyntax = GetBool(o, "greedyToolSyntax", true);
   Napi::Value stops = o.Get("stop");
   if (stops.IsArray()) {
     Napi::Array a = stops.As<Napi::Array>();

@@ -28,6 +28,8 @@ struct RequestParams {
   SamplerParams sampling;
   bool emitTokens = false;
   bool renderSpecial = false;  // render control tokens into the text
+  bool markers = true;           // detect tool-call spans when the context has markers
+  bool greedyToolSyntax = true;  // sample the wrapper syntax with the greedy chain
 };
 
 struct FinalStats {
@@ -43,7 +45,16 @@ struct FinalStats {
   double decodeTokensPerSec = 0;
 };
 
-enum class EventType : uint8_t { Ready = 0, Text = 1, Final = 2, EngineError = 3, Closed = 4 };
+enum class EventType : uint8_t {
+  Ready = 0,
+  Text = 1,
+  Final = 2,
+  EngineError = 3,
+  Closed = 4,
+  ToolCallStart = 5,
+  ToolCallDelta = 6,
+  ToolCallEnd = 7,
+};
 
 struct ReadyInfo {
   uint32_t nCtx = 0, nCtxSeq = 0, nBatch = 0, nUbatch = 0, nSeqMax = 0;
@@ -62,6 +73,8 @@ struct Event {
   std::string finishReason;  // eog | stop | length | abort | error
   std::string code, message;  // errors
   std::string stop;           // the stop string that matched
+  int32_t index = -1;         // tool-call span index within the request
+  bool truncated = false;     // a span still open when generation ended
   FinalStats stats;
   ReadyInfo ready;
 };

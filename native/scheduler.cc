@@ -24,6 +24,14 @@ struct Scheduler::Request {
   std::unique_ptr<TextStream> text;
   std::string pendingText;
   std::vector<int32_t> pendingTokens;
+  // Tool-call spans (only with markers).
+  std::unique_ptr<MarkerMatcher> matcher;
+  std::unique_ptr<TextStream> spanStream;
+  bool spanOpen = false;
+  int32_t spanIndex = 0;
+  std::vector<int32_t> spanTokens;
+  std::string spanText;
+  std::string pendingSpan;
   // This tick's share of the batch.
   size_t batchCount = 0;
   int32_t logitIdx = -1;
@@ -139,18 +147,35 @@ void Scheduler::Close() {
 
 void Scheduler::Emit(Event &&ev) { events_.push_back(std::move(ev)); }
 
+void Scheduler::EmitPendingText(Request &r, bool evenIfEmpty) {
+  if (r.pendingText.empty() && (!evenIfEmpty || r.pendingTokens.empty())) return;
+  Event ev;
+  ev.type = EventType::Text;
+  ev.id = r.p->id;
+  ev.text.swap(r.pendingText);
+  ev.tokens.swap(r.pendingTokens);
+  Emit(std::move(ev));
+}
+
+void Scheduler::EmitSpanDelta(Request &r) {
+  if (r.pendingSpan.empty()) return;
+  r.spanText += r.pendingSpan;
+  Event ev;
+  ev.type = EventType::ToolCallDelta;
+  ev.id = r.p->id;
+  ev.index = r.spanIndex;
+  ev.text.swap(r.pendingSpan);
+  Emit(std::move(ev));
+}
+
 void Scheduler::FlushEvents() {
   for (auto &rp : active_) {
     Request &r = *rp;
+    if (r.done) continue;
     // Tokens travel with the text they produced: a token that only began a UTF-8
     // character (or a possible stop string) waits for the event that completes it.
-    if (r.done || r.pendingText.empty()) continue;
-    Event ev;
-    ev.type = EventType::Text;
-    ev.id = r.p->id;
-    ev.text.swap(r.pendingText);
-    ev.tokens.swap(r.pendingTokens);
-    Emit(std::move(ev));
+    EmitPendingText(r, false);
+    EmitSpanDelta(r);
   }
   if (!events_.empty()) {
     std::vector<Event> out;
@@ -216,8 +241,12 @@ void Scheduler::DrainCommands(bool wait) {
       code = "CONTEXT_OVERFLOW";
       error = "The prompt has " + std::to_string(r->tokens.size()) + " tokens but a sequence of this context holds " +
               std::to_string(nCtxSeq_) + " (one more is needed to generate); use a larger contextSize or a shorter prompt";
-    } else if (!r->sampler.Init(vocab_, r->p->sampling, false, &error)) {
+    } else if (!r->sampler.Init(vocab_, r->p->sampling, cfg_.markers.Enabled() && r->p->markers && r->p->greedyToolSyntax,
+                                &error)) {
       code = "INVALID_ARGUMENT";
+    }
+    if (code == nullptr && cfg_.markers.Enabled() && r->p->markers) {
+      r->matcher = std::make_unique<MarkerMatcher>(&cfg_.markers);
     }
     r->nPrompt = r->tokens.size();
     r->stats.promptTokens = static_cast<int32_t>(r->nPrompt);
@@ -448,6 +477,70 @@ void Scheduler::DecodeBatch() {
   FailBatch("DECODE_FAILED", "llama_decode failed with code " + std::to_string(ret));
 }
 
+std::string Scheduler::Piece(llama_token tok, bool special) const {
+  char buf[256];
+  int32_t n = llama_token_to_piece(vocab_, tok, buf, sizeof(buf), 0, special);
+  if (n >= 0) return std::string(buf, static_cast<size_t>(n));
+  std::string piece(static_cast<size_t>(-n), '\0');
+  n = llama_token_to_piece(vocab_, tok, piece.data(), static_cast<int32_t>(piece.size()), 0, special);
+  piece.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return piece;
+}
+
+// Routes what the marker matcher released. Returns true when a stop string completed.
+bool Scheduler::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs) {
+  for (const auto &o : outs) {
+    switch (o.kind) {
+      case MarkerMatcher::Kind::Text:
+        for (llama_token t : o.tokens) {
+          if (r.p->emitTokens) r.pendingTokens.push_back(t);
+          if (r.text->Push(Piece(t, r.p->renderSpecial), &r.pendingText)) return true;
+        }
+        break;
+      case MarkerMatcher::Kind::Open: {
+        // Text before a span is final: stop strings apply to text outside spans only.
+        r.text->Flush(&r.pendingText);
+        EmitPendingText(r, true);
+        r.spanOpen = true;
+        r.spanTokens.assign(o.tokens.begin(), o.tokens.end());
+        r.spanText.clear();
+        r.spanStream = std::make_unique<TextStream>();
+        Event ev;
+        ev.type = EventType::ToolCallStart;
+        ev.id = r.p->id;
+        ev.index = r.spanIndex;
+        Emit(std::move(ev));
+        break;
+      }
+      case MarkerMatcher::Kind::Body:
+      case MarkerMatcher::Kind::PayloadOpen:
+      case MarkerMatcher::Kind::PayloadClose:
+        // Span bytes are exact: control tokens inside a span are rendered.
+        for (llama_token t : o.tokens) {
+          r.spanTokens.push_back(t);
+          r.spanStream->Push(Piece(t, true), &r.pendingSpan);
+        }
+        break;
+      case MarkerMatcher::Kind::Close: {
+        r.spanTokens.insert(r.spanTokens.end(), o.tokens.begin(), o.tokens.end());
+        r.spanStream->Flush(&r.pendingSpan);
+        EmitSpanDelta(r);
+        Event ev;
+        ev.type = EventType::ToolCallEnd;
+        ev.id = r.p->id;
+        ev.index = r.spanIndex;
+        ev.text = r.spanText;
+        ev.tokens = r.spanTokens;
+        Emit(std::move(ev));
+        r.spanOpen = false;
+        r.spanIndex++;
+        break;
+      }
+    }
+  }
+  return false;
+}
+
 void Scheduler::HandleToken(Request &r, llama_token tok) {
   Clock::time_point now = Clock::now();
   if (r.nGenerated == 0) {
@@ -456,23 +549,29 @@ void Scheduler::HandleToken(Request &r, llama_token tok) {
   }
   r.tLast = now;
   if (llama_vocab_is_eog(vocab_, tok)) {
+    // An end marker may itself end generation (e.g. <|eom_id|>): let it close the span.
+    if (r.matcher && r.spanOpen &&
+        std::find(cfg_.markers.end.begin(), cfg_.markers.end.end(), tok) != cfg_.markers.end.end()) {
+      outs_.clear();
+      r.matcher->Push(tok, &outs_);
+      ProcessOutputs(r, outs_);
+    }
     Finish(r, "eog");
     return;
   }
   r.tokens.push_back(tok);
   r.nGenerated++;
-  char buf[256];
-  int32_t n = llama_token_to_piece(vocab_, tok, buf, sizeof(buf), 0, r.p->renderSpecial);
-  std::string piece;
-  if (n >= 0) {
-    piece.assign(buf, static_cast<size_t>(n));
+  bool stopped;
+  if (r.matcher) {
+    outs_.clear();
+    r.matcher->Push(tok, &outs_);
+    stopped = ProcessOutputs(r, outs_);
+    if (r.p->greedyToolSyntax) r.sampler.UseGreedy(r.matcher->WantsGreedy());
   } else {
-    piece.resize(static_cast<size_t>(-n));
-    n = llama_token_to_piece(vocab_, tok, piece.data(), static_cast<int32_t>(piece.size()), 0, r.p->renderSpecial);
-    piece.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    if (r.p->emitTokens) r.pendingTokens.push_back(tok);
+    stopped = r.text->Push(Piece(tok, r.p->renderSpecial), &r.pendingText);
   }
-  if (r.p->emitTokens) r.pendingTokens.push_back(tok);
-  if (r.text->Push(piece, &r.pendingText)) {
+  if (stopped) {
     Finish(r, "stop");
     return;
   }
@@ -501,14 +600,28 @@ void Scheduler::Finish(Request &r, const char *reason, const char *code, const s
   r.done = true;
   Clock::time_point now = Clock::now();
   std::string reasonStr = reason;
-  if (reasonStr != "stop") r.text->Flush(&r.pendingText);
-  if (!r.pendingText.empty() || !r.pendingTokens.empty()) {
+  if (reasonStr != "stop") {
+    if (r.matcher) {
+      outs_.clear();
+      r.matcher->Flush(&outs_);
+      ProcessOutputs(r, outs_);
+    }
+    r.text->Flush(&r.pendingText);
+  }
+  EmitPendingText(r, true);
+  if (r.spanOpen) {
+    // Never reported as a complete call.
+    r.spanStream->Flush(&r.pendingSpan);
+    EmitSpanDelta(r);
     Event ev;
-    ev.type = EventType::Text;
+    ev.type = EventType::ToolCallEnd;
     ev.id = r.p->id;
-    ev.text.swap(r.pendingText);
-    ev.tokens.swap(r.pendingTokens);
+    ev.index = r.spanIndex;
+    ev.text = r.spanText;
+    ev.tokens = r.spanTokens;
+    ev.truncated = true;
     Emit(std::move(ev));
+    r.spanOpen = false;
   }
   FinalStats &st = r.stats;
   st.generatedTokens = r.nGenerated;

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "marker_matcher.h"
 #include "request.h"
 
 namespace llamux {
@@ -32,6 +33,7 @@ struct EngineConfig {
   int32_t typeV = -1;
   uint32_t maxQueued = 1024;
   uint32_t prefillChunk = 0;  // prompt tokens per tick, 0: nBatch
+  MarkerSet markers;          // tool-call markers (token ids); empty: plain text path
 };
 
 class Scheduler {
@@ -69,6 +71,10 @@ class Scheduler {
   bool BuildBatch();
   void DecodeBatch();
   void HandleToken(Request &r, llama_token tok);
+  bool ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs);
+  void EmitPendingText(Request &r, bool evenIfEmpty);
+  void EmitSpanDelta(Request &r);
+  std::string Piece(llama_token tok, bool special) const;
   void Finish(Request &r, const char *reason, const char *code = nullptr, const std::string &message = "");
   void FailBatch(const char *code, const std::string &message);
   void Emit(Event &&ev);
@@ -105,6 +111,7 @@ class Scheduler {
   std::vector<Slot> slots_;
   std::vector<Request *> batchReqs_;
   std::vector<Event> events_;
+  std::vector<MarkerMatcher::Output> outs_;
 };
 
 }  // namespace llamux

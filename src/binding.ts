@@ -75,6 +75,10 @@ export interface NativeEngineOptions {
   kvTypeV: number;
   maxQueued: number;
   prefillChunk: number;
+  markerStart?: Int32Array;
+  markerEnd?: Int32Array;
+  markerPayloadStart?: Int32Array;
+  markerPayloadEnd?: Int32Array;
 }
 
 export interface NativeRequest {
@@ -86,6 +90,8 @@ export interface NativeRequest {
   stop: string[];
   emitTokens: boolean;
   renderSpecial: boolean;
+  markers: boolean;
+  greedyToolSyntax: boolean;
   temperature: number;
   topK: number;
   topP: number;
@@ -142,6 +148,9 @@ export type NativeEvent =
       stop?: string;
       stats: NativeStats;
     }
+  | { type: 'toolCallStart'; id: number; index: number }
+  | { type: 'toolCallDelta'; id: number; index: number; text: string }
+  | { type: 'toolCallEnd'; id: number; index: number; text: string; tokens: Int32Array; truncated: boolean }
   | { type: 'engineError'; id: number; code: string; message: string }
   | { type: 'closed'; id: number };
 

@@ -1,7 +1,8 @@
 import { native, type NativeEngine, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
 import { AsyncQueue } from './async-queue.js';
 import { LlamuxError, abortError, fromNative, type LlamuxErrorCode } from './errors.js';
-import type { FinalEvent, GenerateEvent, GenerateResult } from './events.js';
+import type { FinalEvent, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
+import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
 import { toInt32Array } from './model.js';
 import { GGML_TYPE_IDS, GenerateOptionsSchema, parseOptions, type GenerateOptions, type ParsedGenerateOptions } from './options.js';
@@ -41,6 +42,8 @@ export class Generation implements AsyncIterable<GenerateEvent> {
   #reject!: (e: unknown) => void;
   #text: string[] = [];
   #tokens: number[] | undefined;
+  #toolCalls: ToolCallSpan[] = [];
+  #truncated: ToolCallSpan | undefined;
   #done = false;
   #paused = false;
   #cancel: () => void;
@@ -95,10 +98,23 @@ export class Generation implements AsyncIterable<GenerateEvent> {
   }
 
   /** @internal */
-  onFinal(result: Omit<GenerateResult, 'text' | 'tokens'>): void {
+  onEvent(ev: GenerateEvent): void {
+    if (this.#done) return;
+    if (ev.type === 'toolCallEnd') this.#toolCalls.push({ index: ev.index, text: ev.text, tokens: ev.tokens });
+    if (ev.type === 'toolCallTruncated') this.#truncated = { index: ev.index, text: ev.text, tokens: ev.tokens };
+    this.#queue.push(ev);
+    if (!this.#paused && this.#queue.iterating && this.#queue.size > this.#highWater) {
+      this.#paused = true;
+      this.#setPaused(true);
+    }
+  }
+
+  /** @internal */
+  onFinal(result: Omit<GenerateResult, 'text' | 'tokens' | 'toolCalls' | 'truncatedToolCall'>): void {
     if (this.#done) return;
     this.#done = true;
-    const full: GenerateResult = { ...result, text: this.#text.join('') };
+    const full: GenerateResult = { ...result, text: this.#text.join(''), toolCalls: this.#toolCalls };
+    if (this.#truncated) full.truncatedToolCall = this.#truncated;
     if (this.#tokens) full.tokens = Int32Array.from(this.#tokens);
     const ev: FinalEvent = { type: 'final', ...full };
     this.#queue.push(ev);
@@ -135,6 +151,8 @@ type ParsedContextOptions = z.output<typeof ContextOptionsSchema>;
  */
 export class Context {
   readonly model: Model;
+  /** Tool-call markers in use (token ids), or undefined for the plain text path. */
+  readonly markers: ResolvedMarkers | undefined;
   #native: NativeEngine;
   #settings: ContextSettings | undefined;
   #requests = new Map<number, { gen: Generation; signal?: AbortSignal; onAbort?: () => void }>();
@@ -147,6 +165,7 @@ export class Context {
   private constructor(model: Model, opts: ParsedContextOptions) {
     this.model = model;
     this.#maxPending = opts.sequences + opts.maxQueued;
+    this.markers = resolveMarkers(model, opts.toolCallMarkers ?? model.defaultMarkers);
     const fa = opts.flashAttention === 'on' ? 1 : opts.flashAttention === 'off' ? 0 : -1;
     this.#native = new native.Engine(model.nativeHandle(), {
       contextSize: opts.contextSize,
@@ -161,6 +180,11 @@ export class Context {
       kvTypeV: opts.kvCacheTypeV ? GGML_TYPE_IDS[opts.kvCacheTypeV] : -1,
       maxQueued: opts.maxQueued,
       prefillChunk: opts.prefillChunk ?? 0,
+      ...(this.markers ? {
+        markerStart: this.markers.start,
+        markerEnd: this.markers.end,
+        ...(this.markers.payloadStart ? { markerPayloadStart: this.markers.payloadStart, markerPayloadEnd: this.markers.payloadEnd } : {}),
+      } : {}),
     }, (events) => this.#onEvents(events));
   }
 
@@ -228,6 +252,15 @@ export class Context {
         this.#requests.get(ev.id)?.gen.onText(ev.text, ev.tokens);
         return;
       }
+      case 'toolCallStart':
+        this.#requests.get(ev.id)?.gen.onEvent({ type: 'toolCallStart', index: ev.index });
+        return;
+      case 'toolCallDelta':
+        this.#requests.get(ev.id)?.gen.onEvent({ type: 'toolCallDelta', index: ev.index, text: ev.text });
+        return;
+      case 'toolCallEnd':
+        this.#requests.get(ev.id)?.gen.onEvent({ type: ev.truncated ? 'toolCallTruncated' : 'toolCallEnd', index: ev.index, text: ev.text, tokens: ev.tokens });
+        return;
       case 'final': {
         const entry = this.#requests.get(ev.id);
         if (!entry) return;
@@ -364,6 +397,8 @@ function toNativeRequest(id: number, o: ParsedGenerateOptions): NativeRequest {
     stop: o.stop,
     emitTokens: o.tokens,
     renderSpecial: o.renderSpecial,
+    markers: o.toolCalls,
+    greedyToolSyntax: o.greedyToolSyntax,
     temperature: o.temperature,
     topK: o.topK,
     topP: o.topP,

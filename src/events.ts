@@ -12,8 +12,22 @@ export interface GenerateTimings {
   decodeTokensPerSec: number;
 }
 
-export interface GenerateResult {
+/** A complete tool-call span: the exact bytes between the start and end markers, and every token of the span. */
+export interface ToolCallSpan {
+  index: number;
+  /** Bytes between the start and end markers (markers excluded; payload markers included). Equals the concatenation of the span's deltas. */
   text: string;
+  /** Exact token ids of the span, start and end markers included: replay these to hit the KV cache. */
+  tokens: Int32Array;
+}
+
+export interface GenerateResult {
+  /** Text outside tool-call spans. */
+  text: string;
+  /** Complete tool-call spans, in order. */
+  toolCalls: ToolCallSpan[];
+  /** A span still open when generation ended: never a complete call. */
+  truncatedToolCall?: ToolCallSpan;
   /** Generated token ids (when `tokens: true`). */
   tokens?: Int32Array;
   finishReason: FinishReason;
@@ -41,4 +55,28 @@ export interface FinalEvent extends GenerateResult {
   type: 'final';
 }
 
-export type GenerateEvent = TextEvent | FinalEvent;
+export interface ToolCallStartEvent {
+  type: 'toolCallStart';
+  index: number;
+}
+/** Bytes the model sampled inside a span (never split inside a UTF-8 character). */
+export interface ToolCallDeltaEvent {
+  type: 'toolCallDelta';
+  index: number;
+  text: string;
+}
+export interface ToolCallEndEvent extends ToolCallSpan {
+  type: 'toolCallEnd';
+}
+/** A span that was still open at end of generation, length or abort. */
+export interface ToolCallTruncatedEvent extends ToolCallSpan {
+  type: 'toolCallTruncated';
+}
+
+export type GenerateEvent =
+  | TextEvent
+  | ToolCallStartEvent
+  | ToolCallDeltaEvent
+  | ToolCallEndEvent
+  | ToolCallTruncatedEvent
+  | FinalEvent;

@@ -3,7 +3,21 @@ export { loadModel, Model, TokenAttribute } from './model.js';
 export type { ModelMetadata, TokenInfo, VocabInfo } from './model.js';
 export { Context, Generation } from './context.js';
 export type { ContextSettings } from './context.js';
-export type { FinalEvent, FinishReason, GenerateEvent, GenerateResult, GenerateTimings, TextEvent } from './events.js';
+export type {
+  FinalEvent,
+  FinishReason,
+  GenerateEvent,
+  GenerateResult,
+  GenerateTimings,
+  TextEvent,
+  ToolCallDeltaEvent,
+  ToolCallEndEvent,
+  ToolCallSpan,
+  ToolCallStartEvent,
+  ToolCallTruncatedEvent,
+} from './events.js';
+export { MARKER_PRESETS, detectMarkerPreset, tokenizeMarker } from './markers.js';
+export type { MarkerOption, MarkerPresetName, ResolvedMarkers, ToolCallMarkers } from './markers.js';
 export { LlamuxError, isLlamuxError } from './errors.js';
 export type { LlamuxErrorCode } from './errors.js';
 export { setLogger } from './logger.js';

@@ -4,6 +4,7 @@ import { native, type NativeMetadata, type NativeModel, type NativeVocabInfo } f
 import { Context } from './context.js';
 import { LlamuxError, abortError, fromNative } from './errors.js';
 import { ensureDefaultLogger } from './logger.js';
+import type { MarkerOption } from './markers.js';
 import {
   ContextOptionsSchema,
   DetokenizeOptionsSchema,
@@ -92,6 +93,8 @@ const kNative = Symbol('llamux.native');
 export class Model {
   readonly path: string;
   readonly vocabOnly: boolean;
+  /** @internal default tool-call markers for this model's contexts */
+  defaultMarkers: MarkerOption | undefined;
   #native: NativeModel | undefined;
   #contexts = new Set<Context>();
   #vocab: VocabInfo | undefined;
@@ -304,7 +307,9 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
       nm.dispose();
       throw abortError(o.signal, 'Model loading');
     }
-    return new Model(kNative, nm, full, o.vocabOnly);
+    const model = new Model(kNative, nm, full, o.vocabOnly);
+    model.defaultMarkers = o.toolCallMarkers;
+    return model;
   } catch (e) {
     if (e instanceof LlamuxError) throw e;
     const err = fromNative(e, stack);

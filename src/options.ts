@@ -2,6 +2,7 @@
 // side trusts what it receives.
 import { z } from 'zod';
 import { LlamuxError } from './errors.js';
+import { MarkerOptionSchema } from './markers.js';
 
 const abortSignal = z.custom<AbortSignal>((v) => v instanceof AbortSignal, { message: 'expected an AbortSignal' });
 const positiveInt = z.number().int().positive();
@@ -20,6 +21,8 @@ export const LoadModelOptionsSchema = z
     useMlock: z.boolean().default(false),
     /** Validate tensor data while loading (slower). */
     checkTensors: z.boolean().default(false),
+    /** Default tool-call markers for contexts of this model (see ContextOptions.toolCallMarkers). */
+    toolCallMarkers: MarkerOptionSchema.optional(),
     /** Called with a fraction 0..1 while the weights load. */
     onProgress: z.function().optional(),
     signal: abortSignal.optional(),
@@ -57,6 +60,11 @@ export const ContextOptionsSchema = z
     kvCacheTypeV: kvType.optional(),
     /** Requests allowed to wait for a free sequence before QUEUE_FULL. */
     maxQueued: z.number().int().min(0).default(1024),
+    /**
+     * Tool-call markers: a preset name, explicit markers, 'auto' (detect from the vocabulary
+     * and chat template; the default, falling back to the model's loadModel option), or false.
+     */
+    toolCallMarkers: MarkerOptionSchema.optional(),
   })
   .strict();
 export type ContextOptions = z.input<typeof ContextOptionsSchema>;
@@ -85,7 +93,7 @@ export const SamplingOptionsSchema = z
 
 export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
   /** Text (tokenized with the model's vocabulary) or token ids. */
-  prompt: z.union([z.string(), z.instanceof(Int32Array), z.array(z.number().int().min(0))]),
+  prompt: z.union([z.string(), z.custom<Int32Array>((v) => v instanceof Int32Array, { message: 'expected an Int32Array' }), z.array(z.number().int().min(0))]),
   /** Add BOS etc. when the prompt is text. */
   addSpecial: z.boolean().default(true),
   /** Parse special-token text (e.g. "<|im_start|>") in a text prompt. Off by default: never for untrusted text. */
@@ -98,6 +106,10 @@ export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
   tokens: z.boolean().default(false),
   /** Render control tokens (e.g. <|im_end|>) into the text. */
   renderSpecial: z.boolean().default(false),
+  /** Detect tool-call spans (when the context has markers). */
+  toolCalls: z.boolean().default(true),
+  /** Sample tool-call wrapper syntax greedily (payloads keep the request's sampler). */
+  greedyToolSyntax: z.boolean().default(true),
   signal: abortSignal.optional(),
   /** Events buffered for a slow consumer before its sequence pauses. */
   highWaterMark: positiveInt.default(256),

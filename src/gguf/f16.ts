@@ -46,8 +46,43 @@ export function f16ToNumber(bits: number): number {
   return sign * (1024 + mant) * 2 ** (exp - 25);
 }
 
+/**
+ * Encodes float32 bits (as a u32) as binary16 bits; the same result as
+ * `f16FromNumber(float32 value)`, with integer operations only.
+ */
+export function f16FromF32Bits(x: number): number {
+  const sign = (x >>> 16) & 0x8000;
+  const abs = x & 0x7fffffff;
+  if (abs >= 0x7f800000) return sign | (abs > 0x7f800000 ? 0x7e00 : 0x7c00);
+  if (abs >= 0x477ff000) return sign | 0x7c00; // ≥ 65520 rounds to infinity
+  if (abs < 0x38800000) {
+    // below 2^-14: subnormal; 2^-25 and less round to zero (2^-25 is a tie, zero is even)
+    if (abs <= 0x33000000) return sign;
+    const shift = 126 - (abs >>> 23); // 14..24
+    const m = (abs & 0x7fffff) | 0x800000;
+    let h = m >>> shift;
+    const rem = m & ((1 << shift) - 1);
+    const half = 1 << (shift - 1);
+    if (rem > half || (rem === half && (h & 1) === 1)) h++;
+    return sign | h;
+  }
+  let h = (abs - 0x38000000) >>> 13; // re-bias the exponent, keep 10 mantissa bits
+  const rem = abs & 0x1fff;
+  if (rem > 0x1000 || (rem === 0x1000 && (h & 1) === 1)) h++;
+  return sign | h;
+}
+
 /** Encodes `src` as little-endian binary16 into `dst` starting at byte `offset`. */
 export function encodeF16(src: ArrayLike<number>, dst: Uint8Array, offset = 0): void {
+  if (src instanceof Float32Array) {
+    const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
+    for (let i = 0, o = offset; i < bits.length; i++, o += 2) {
+      const h = f16FromF32Bits(bits[i]!);
+      dst[o] = h & 0xff;
+      dst[o + 1] = h >>> 8;
+    }
+    return;
+  }
   for (let i = 0, o = offset; i < src.length; i++, o += 2) {
     const h = f16FromNumber(src[i]!);
     dst[o] = h & 0xff;

@@ -173,15 +173,17 @@ export function runIsolated(tool: AnyTool, args: unknown, ctx: ToolContext): Pro
   return new Promise<ToolResult>((resolve) => {
     const worker = new Worker(WORKER_SOURCE, { eval: true });
     let settled = false;
-    const finish = (result: ToolResult): void => {
+    const finish = (result: ToolResult, waitForExit = false): void => {
       if (settled) return;
       settled = true;
       ctx.signal.removeEventListener('abort', onAbort);
-      void worker.terminate().catch(() => undefined);
-      resolve(result);
+      const stopped = worker.terminate().catch(() => undefined);
+      if (waitForExit) void stopped.then(() => resolve(result));
+      else resolve(result);
     };
+    // On abort, answer only once the thread has really stopped.
     const onAbort = (): void => {
-      finish(exited(`the worker of tool ${JSON.stringify(tool.name)} was terminated`, { terminated: true, reason: ctx.signal.reason }));
+      finish(exited(`the worker of tool ${JSON.stringify(tool.name)} was terminated`, { terminated: true, reason: ctx.signal.reason }), true);
     };
     ctx.signal.addEventListener('abort', onAbort, { once: true });
 

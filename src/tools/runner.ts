@@ -403,12 +403,17 @@ async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, sign
     );
   };
 
-  const cancelledError = (call: ToolCall): ToolError =>
-    new ToolError('cancelled', `tool call ${JSON.stringify(call.id)} was cancelled`, {
+  // Cancellations this runner made; a handler-reported ToolError('cancelled') still goes to onToolError.
+  const cancellations = new WeakSet<ToolError>();
+  const cancelledError = (call: ToolCall): ToolError => {
+    const error = new ToolError('cancelled', `tool call ${JSON.stringify(call.id)} was cancelled`, {
       toolCallId: call.id,
       toolName: call.name,
       ...(signal?.aborted ? { cause: signal.reason } : {}),
     });
+    cancellations.add(error);
+    return error;
+  };
 
   const settleCancelled = (i: number, error: ToolError): void => {
     settleMessage(i, 'cancelled', encodeFailure(settings.encoder, error, calls[i]!), true, { error });
@@ -545,7 +550,7 @@ async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, sign
         return;
       }
       case 'error':
-        if (isToolError(result.error, 'cancelled')) settleCancelled(i, result.error);
+        if (isToolError(result.error, 'cancelled') && cancellations.has(result.error)) settleCancelled(i, result.error);
         else await routeError(i, result.error);
         return;
       case 'ask_user': {

@@ -86,7 +86,7 @@ export interface Tool<A = unknown> {
   readonly isolate: IsolateSpec | undefined;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+/** A tool of any argument type, as the runner accepts them. */
 export type AnyTool = Tool<any>;
 
 const DEFINITION_KEYS = new Set([

@@ -1,0 +1,59 @@
+/** GGUF writing and reading, and the generated test and benchmark models. */
+export {
+  GGML_BLOCK,
+  GGUF_DEFAULT_ALIGNMENT,
+  GGUF_MAGIC,
+  GGUF_VERSION,
+  GgmlType,
+  GgufType,
+  LlamaFileType,
+  TokenType,
+} from './constants.js';
+export type { GgmlTypeName, GgufScalarType, TokenTypeName } from './constants.js';
+export { GgufFormatError } from './errors.js';
+export { f16FromNumber, f16ToNumber, encodeF16 } from './f16.js';
+export { encodeQ8_0, decodeQ8_0, Q8_0_BLOCK_BYTES, Q8_0_BLOCK_ELEMENTS } from './quant.js';
+export { Prng, hashSeed } from './prng.js';
+export { val } from './types.js';
+export type {
+  GgufArrayValue,
+  GgufBigIntType,
+  GgufMetadata,
+  GgufNumberType,
+  GgufSpec,
+  GgufTensorSpec,
+  GgufValue,
+  TensorData,
+  TensorFill,
+} from './types.js';
+export { encodeGguf, planGguf, tensorByteSize, writeGgufFile } from './writer.js';
+export type { GgufLayout, GgufWrittenTensor, WriteGgufFileOptions } from './writer.js';
+export { metadataValue, parseGguf, readGgufFile, readTensorBytes } from './reader.js';
+export type { GgufFile, GgufTensorInfo, ParseGgufOptions, ReadGgufFileOptions } from './reader.js';
+export { buildSpmVocab, sp, SpmVocab, SPACE } from './vocab.js';
+export type { SpecialTokenSpec, SpmVocabOptions, TokenizeOptions, VocabEntry } from './vocab.js';
+export { buildScriptedModel, words, writeScriptedModel } from './scripted.js';
+export type {
+  BuiltScriptedModel,
+  FlagRule,
+  ScriptBranch,
+  ScriptDescription,
+  ScriptedLogits,
+  ScriptedModelDescription,
+  ScriptedModelSpec,
+  ScriptOutcome,
+  ScriptSpec,
+  ScriptStep,
+  TieStep,
+} from './scripted.js';
+export { CHATML_TOOLS_TEMPLATE } from './chat-template.js';
+export { buildTestModel, ensureTestModels, TEST_MODEL_NAMES, testModelSpec } from './fixtures.js';
+export type { TestModel, TestModelName } from './fixtures.js';
+export {
+  llamaParameterCount,
+  randomModelSpec,
+  RANDOM_MODEL_PRESETS,
+  syntheticVocab,
+  writeRandomModel,
+} from './random.js';
+export type { LlamaShape, RandomModelInfo, RandomModelOptions, RandomModelPreset } from './random.js';
