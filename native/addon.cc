@@ -6,7 +6,9 @@
 #include <cstring>
 #include <deque>
 
+#include "marker_matcher.h"
 #include "napi_util.h"
+#include "text_stream.h"
 
 namespace llamux {
 
@@ -120,6 +122,87 @@ Napi::Value SystemInfo(const Napi::CallbackInfo &info) {
   return o;
 }
 
+std::vector<llama_token> ToTokens(Napi::Value v) {
+  std::vector<llama_token> out;
+  if (!v.IsTypedArray()) return out;
+  Napi::Int32Array a = v.As<Napi::Int32Array>();
+  out.assign(a.Data(), a.Data() + a.ElementLength());
+  return out;
+}
+
+// Test hook: runs the native marker matcher over a token stream.
+// (markers {start,end,payloadStart?,payloadEnd?}: Int32Array, tokens: Int32Array) -> [kind, Int32Array][]
+Napi::Value TestMarkerMatcher(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  LLAMUX_REQUIRE_OBJECT(info, 0, "markers");
+  LLAMUX_REQUIRE_INT32ARRAY(info, 1, "tokens");
+  Napi::Object m = info[0].As<Napi::Object>();
+  MarkerSet set;
+  set.start = ToTokens(m.Get("start"));
+  set.end = ToTokens(m.Get("end"));
+  set.payloadStart = ToTokens(m.Get("payloadStart"));
+  set.payloadEnd = ToTokens(m.Get("payloadEnd"));
+  if (!set.Enabled()) throw Napi::TypeError::New(env, "start and end markers are required");
+  MarkerMatcher matcher(&set);
+  std::vector<MarkerMatcher::Output> outs;
+  Napi::Int32Array tokens = info[1].As<Napi::Int32Array>();
+  Napi::Array greedy = Napi::Array::New(env, tokens.ElementLength());
+  for (size_t i = 0; i < tokens.ElementLength(); i++) {
+    matcher.Push(tokens[i], &outs);
+    greedy.Set(static_cast<uint32_t>(i), matcher.WantsGreedy());
+  }
+  matcher.Flush(&outs);
+  static const char *names[] = {"text", "body", "open", "close", "payloadOpen", "payloadClose"};
+  Napi::Array arr = Napi::Array::New(env, outs.size());
+  for (size_t i = 0; i < outs.size(); i++) {
+    Napi::Array pair = Napi::Array::New(env, 2);
+    pair.Set(0u, names[static_cast<int>(outs[i].kind)]);
+    Napi::Int32Array t = Napi::Int32Array::New(env, outs[i].tokens.size());
+    std::copy(outs[i].tokens.begin(), outs[i].tokens.end(), t.Data());
+    pair.Set(1u, t);
+    arr.Set(static_cast<uint32_t>(i), pair);
+  }
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("outputs", arr);
+  result.Set("greedy", greedy);
+  result.Set("region", static_cast<int>(matcher.region()));
+  return result;
+}
+
+// Test hook: the stop-string / UTF-8 stream over byte pieces.
+// (stops: string[], pieces: Uint8Array[]) -> { text, stopped, stopIndex }
+Napi::Value TestTextStream(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  std::vector<std::string> stops;
+  Napi::Array sa = info[0].As<Napi::Array>();
+  for (uint32_t i = 0; i < sa.Length(); i++) stops.push_back(sa.Get(i).As<Napi::String>().Utf8Value());
+  TextStream ts(stops);
+  Napi::Array pieces = info[1].As<Napi::Array>();
+  std::string out;
+  Napi::Array deltas = Napi::Array::New(env);
+  bool stopped = false;
+  uint32_t i = 0;
+  for (; i < pieces.Length(); i++) {
+    Napi::Uint8Array p = pieces.Get(i).As<Napi::Uint8Array>();
+    std::string delta;
+    stopped = ts.Push(std::string(reinterpret_cast<const char *>(p.Data()), p.ElementLength()), &delta);
+    out += delta;
+    deltas.Set(i, Napi::Buffer<char>::Copy(env, delta.data(), delta.size()));
+    if (stopped) break;
+  }
+  if (!stopped) {
+    std::string rest;
+    ts.Flush(&rest);
+    out += rest;
+  }
+  Napi::Object r = Napi::Object::New(env);
+  r.Set("text", Napi::Buffer<char>::Copy(env, out.data(), out.size()));
+  r.Set("deltas", deltas);
+  r.Set("stopped", stopped);
+  r.Set("stopAt", stopped ? static_cast<double>(i) : -1.0);
+  return r;
+}
+
 void CleanupEnv(EnvState *state) {
   if (state->sink) {
     std::lock_guard<std::mutex> lk(g_sinks_mu);
@@ -155,6 +238,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   env.AddCleanupHook([state]() { CleanupEnv(state); });
   exports.Set("setLogger", Napi::Function::New(env, SetLogger, "setLogger"));
   exports.Set("systemInfo", Napi::Function::New(env, SystemInfo, "systemInfo"));
+  Napi::Object testing = Napi::Object::New(env);
+  testing.Set("markerMatcher", Napi::Function::New(env, TestMarkerMatcher, "markerMatcher"));
+  testing.Set("textStream", Napi::Function::New(env, TestTextStream, "textStream"));
+  exports.Set("testing", testing);
   return exports;
 }
 }  // namespace addon

@@ -167,6 +167,14 @@ export interface NativeBinding {
     load(path: string, options: NativeLoadOptions, abortFlag: Int32Array, onProgress?: (p: number) => void): Promise<NativeModel>;
   };
   Engine: new (model: NativeModel, options: NativeEngineOptions, onEvents: (events: NativeEvent[]) => void) => NativeEngine;
+  /** Test hooks over plain C++ pieces of the engine. */
+  testing: {
+    markerMatcher(
+      markers: { start: Int32Array; end: Int32Array; payloadStart?: Int32Array; payloadEnd?: Int32Array },
+      tokens: Int32Array,
+    ): { outputs: Array<[ 'text' | 'body' | 'open' | 'close' | 'payloadOpen' | 'payloadClose', Int32Array ]>; greedy: boolean[]; region: number };
+    textStream(stops: string[], pieces: Uint8Array[]): { text: Uint8Array; deltas: Uint8Array[]; stopped: boolean; stopAt: number };
+  };
   setLogger(handler: ((batch: Array<number | string>) => void) | undefined, level: number): void;
   systemInfo(): {
     llamaSystemInfo: string;
