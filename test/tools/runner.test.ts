@@ -132,7 +132,6 @@ describe('runToolCalls()', () => {
 
     it('calls an arity-1 handler with the arguments only', async () => {
       const handler = vi.fn(function (this: unknown, _args: unknown) {
-        // eslint-disable-next-line prefer-rest-params
         return arguments.length;
       });
       const { messages } = await runToolCalls([call('a', 't')], [defineTool({ name: 't', handler })]);
@@ -395,7 +394,6 @@ describe('runToolCalls()', () => {
       const thrower = defineTool({
         name: 'throws',
         handler: (_a) => {
-          // eslint-disable-next-line @typescript-eslint/only-throw-error
           throw 'a string';
         },
       });
@@ -661,6 +659,16 @@ describe('runToolCalls()', () => {
       expect(handler).not.toHaveBeenCalled();
       expect(result.outcomes.map((o) => o.kind === 'message' && o.status)).toEqual(['cancelled', 'cancelled']);
       expect(result.halt).toEqual({ haltedReason: 'cancelled', reason: 'stop' });
+    });
+
+    it('passes a handler-reported cancelled ToolError to onToolError like any reported error', async () => {
+      const reported = new ToolError('cancelled', 'the remote job was cancelled');
+      const tool = defineTool({ name: 't', handler: (_a) => toolError(reported) });
+      const seen: unknown[] = [];
+      const result = await runToolCalls([call('a', 't')], [tool], { onToolError: (_c, e) => (seen.push(e), { continue: 'gone' }) });
+      expect(seen).toEqual([reported]);
+      expect(result.outcomes[0]).toMatchObject({ kind: 'message', status: 'error' });
+      expect(result.halt).toBeUndefined();
     });
 
     it('does not pass cancellations to onToolError', async () => {

@@ -66,6 +66,8 @@ describe('runToolCalls() timeouts', () => {
       expect(Date.now() - started).toBeLessThan(140);
       expect(finished).toBe(false);
       expect(events.map((e) => e.type)).toEqual(['tool_execution_started', 'tool_execution_completed', 'tool_result_encoded']);
+      const completed = events[1] as { result: { error: unknown } };
+      expect(isToolError(completed.result.error, 'timeout')).toBe(true);
       expect(events[2]).toMatchObject({ status: 'error', content: 'timeout: tool "lazy" did not finish within 20 ms' });
       await delay(200);
       expect(finished).toBe(true);
@@ -87,7 +89,6 @@ describe('runToolCalls() timeouts', () => {
         name: 'spin',
         handler: (args: Record<string, unknown>) => {
           const cells = new Int32Array(args.counter as SharedArrayBuffer);
-          // eslint-disable-next-line no-constant-condition
           while (true) Atomics.add(cells, 0, 1);
         },
       });
@@ -144,6 +145,21 @@ describe('runToolCalls() timeouts', () => {
       const error = errorOf(outcomes[0]);
       expect(error.reason).toBe('handler_exit');
       expect(error.metadata).toEqual({ exitCode: 3 });
+    });
+
+    it('routes handler_exit and invalid_return through onToolError', async () => {
+      const quit = defineTool({ name: 'quit', timeoutMode: 'isolate', handler: (_a) => process.exit(1) });
+      const nothing = defineTool({ name: 'nothing', handler: (_a) => undefined });
+      const seen: string[] = [];
+      const { messages, halt } = await runToolCalls([call('a', 'quit'), call('b', 'nothing')], [quit, nothing], {
+        onToolError: (c, error) => {
+          seen.push(`${c.id}:${(error as ToolError).reason}`);
+          return c.id === 'a' ? { continue: 'the tool crashed' } : 'halt';
+        },
+      });
+      expect(seen.sort()).toEqual(['a:handler_exit', 'b:invalid_return']);
+      expect(messages[0]).toEqual({ role: 'tool', toolCallId: 'a', name: 'quit', content: 'the tool crashed', isError: true });
+      expect(halt).toMatchObject({ haltedReason: 'tool_error', toolCallId: 'b' });
     });
 
     it('reports handler_exit when the worker dies of an uncaught error', async () => {
@@ -240,7 +256,6 @@ describe('runToolCalls() timeouts', () => {
         timeoutMode: 'isolate',
         handler: (args: Record<string, unknown>) => {
           const cells = new Int32Array(args.counter as SharedArrayBuffer);
-          // eslint-disable-next-line no-constant-condition
           while (true) Atomics.add(cells, 0, 1);
         },
       });
