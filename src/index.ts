@@ -23,3 +23,5 @@ export type { LlamuxErrorCode } from './errors.js';
 export { setLogger } from './logger.js';
 export type { LogHandler, LogLevel } from './logger.js';
 export type { ContextOptions, GenerateOptions, LoadModelOptions, TokenizeOptions, DetokenizeOptions } from './options.js';
+// Tool calling (also importable as 'llamux/tools').
+export * from './tools/index.js';
