@@ -21,6 +21,8 @@ import { Template } from '@huggingface/jinja';
 import { ensureTestModels, TEST_MODEL_NAMES } from '../src/gguf/fixtures.js';
 import type { ScriptDescription } from '../src/gguf/scripted.js';
 import { writeRandomModel } from '../src/gguf/random.js';
+import { readGgufFile } from '../src/gguf/reader.js';
+import { spmVocabFromMetadata } from '../src/gguf/vocab.js';
 import type { RandomModelOptions } from '../src/gguf/random.js';
 
 const args = process.argv.slice(2);
@@ -132,6 +134,17 @@ async function main(): Promise<void> {
       }
     }
 
+    {
+      // Any unscripted last token ends generation at once, greedy or sampled.
+      const prompt = [model.tokens.bos!, ...model.tokenize('zzz qqq', true)];
+      const stops = new Set<number | undefined>();
+      for (let seed = 0; seed <= 20; seed++) {
+        const r = await generate(seq, model, prompt, seed === 0 ? { temperature: 0 } : { temperature: 1, seed }, 4);
+        stops.add(r.tokens.length === 0 ? r.stop : -1);
+      }
+      check(stops.size === 1 && stops.has(description.eos), `${name}: an unscripted prompt gets EOS at once (greedy and 20 seeds at temperature 1)`);
+    }
+
     if (name === 'two-turn') {
       // The flag head over long prompts: filler user turns before the real prompts.
       const filler = (n: number): string => `<|im_start|>user\n${'What is the weather in Paris? '.repeat(n)}<|im_end|>\n`;
@@ -170,6 +183,44 @@ async function main(): Promise<void> {
       }
     }
     await context.dispose();
+    await model.dispose();
+  }
+
+  // The TypeScript SentencePiece tokenizer against llama.cpp's, on real and generated vocabularies.
+  const texts = [
+    'Hello world! The quick brown fox jumps over the lazy dog.',
+    '  leading spaces, trailing spaces  ',
+    'Unicode: héllo wörld 日本語 🦙 naïve café',
+    'code: function f(x) { return x * 2; } // ok\n\ttabs',
+    '<s>specials</s> <tool_call>{"name": "x"}</tool_call> <|im_start|>user\nhi<|im_end|>',
+    'What is the weather in Paris? feruli vase lapuna',
+  ];
+  const vocabFiles = [
+    '../shared/models/llama-2-tiny-random.gguf',
+    models['demo'].path,
+    models['long-script'].path,
+    join(dir, 'tiny-q8_0.gguf'),
+  ];
+  await writeRandomModel(join(dir, 'tiny-q8_0.gguf'), { preset: 'tiny', type: 'Q8_0' });
+  for (const file of vocabFiles) {
+    const header = await readGgufFile(file);
+    const vocab = spmVocabFromMetadata(header.metadata);
+    const model = await llama.loadModel({ modelPath: file, vocabOnly: true });
+    let same = 0;
+    let total = 0;
+    for (const text of texts) {
+      for (const parseSpecial of [true, false]) {
+        total++;
+        const ours = vocab.tokenize(text, { addSpecial: false, parseSpecial });
+        const theirs = model.tokenize(text, parseSpecial);
+        if (ours.join() === theirs.join()) same++;
+        else console.log(`   differs on ${JSON.stringify(text)} (parseSpecial ${parseSpecial}):\n     ours   ${ours.join(' ')}\n     theirs ${theirs.join(' ')}`);
+        const back = vocab.detokenize(theirs, parseSpecial);
+        const theirBack = model.detokenize(theirs, parseSpecial);
+        if (back !== theirBack) console.log(`   detokenize differs: ${JSON.stringify(back)} vs ${JSON.stringify(theirBack)}`);
+      }
+    }
+    check(same === total, `SpmVocab tokenizes like llama.cpp on ${file.split('/').pop()} (${vocab.size} tokens): ${same}/${total} texts`);
     await model.dispose();
   }
 

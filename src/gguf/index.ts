@@ -30,9 +30,9 @@ export { encodeGguf, planGguf, tensorByteSize, writeGgufFile } from './writer.js
 export type { GgufLayout, GgufWrittenTensor, WriteGgufFileOptions } from './writer.js';
 export { metadataValue, parseGguf, readGgufFile, readTensorBytes } from './reader.js';
 export type { GgufFile, GgufTensorInfo, ParseGgufOptions, ReadGgufFileOptions } from './reader.js';
-export { buildSpmVocab, sp, SpmVocab, SPACE } from './vocab.js';
+export { buildSpmVocab, sp, SpmVocab, SPACE, spmVocabFromMetadata, words } from './vocab.js';
 export type { SpecialTokenSpec, SpmVocabOptions, TokenizeOptions, VocabEntry } from './vocab.js';
-export { buildScriptedModel, words, writeScriptedModel } from './scripted.js';
+export { buildScriptedModel, writeBytesAtomic, writeScriptedModel } from './scripted.js';
 export type {
   BuiltScriptedModel,
   FlagRule,

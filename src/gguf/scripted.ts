@@ -24,7 +24,7 @@ import { LlamaFileType } from './constants.js';
 import { Prng, hashSeed } from './prng.js';
 import { val } from './types.js';
 import type { GgufSpec, GgufTensorSpec, GgufValue } from './types.js';
-import { buildSpmVocab, SPACE } from './vocab.js';
+import { buildSpmVocab } from './vocab.js';
 import type { SpecialTokenSpec, SpmVocab } from './vocab.js';
 import { encodeGguf } from './writer.js';
 
@@ -133,6 +133,8 @@ export interface ScriptDescription {
   readonly branches: readonly ScriptBranch[];
   /** Every continuation with probability ≥ 1e-6 at temperature 1, most likely first. */
   readonly outcomes: readonly ScriptOutcome[];
+  /** Whether `prompt + greedyText` tokenizes back to `promptTokens` then `greedy`. */
+  readonly canonical: boolean;
 }
 
 /** What a test needs to know about a scripted model. */
@@ -226,8 +228,9 @@ export function buildScriptedModel(spec: ScriptedModelSpec): BuiltScriptedModel 
   // ---- prompts and edges -------------------------------------------------------------------
   const promptIds = spec.scripts.map((s) => {
     if (Array.isArray(s.prompt)) {
-      const ids = [vocab.bos, ...(s.prompt as readonly string[]).map((p) => vocab.id(p))];
-      const text = vocab.detokenize(ids.slice(1));
+      const bos = vocab.addBos ? [vocab.bos] : [];
+      const ids = [...bos, ...(s.prompt as readonly string[]).map((p) => vocab.id(p))];
+      const text = vocab.detokenize(ids.slice(bos.length));
       const again = vocab.tokenize(text);
       if (again.join() !== ids.join()) {
         throw new RangeError(
@@ -239,7 +242,7 @@ export function buildScriptedModel(spec: ScriptedModelSpec): BuiltScriptedModel 
     return vocab.tokenize((s.prompt as { text: string }).text);
   });
 
-  const observed = new Map<number, Array<{ to: number; tie?: number }>>();
+  const observed = new Map<number, Array<{ to: number }>>();
   const ties = new Map<number, { a: number; b: number }>();
   const observe = (from: number, to: number): void => {
     let list = observed.get(from);
@@ -578,9 +581,11 @@ function describeScript(name: string, prompt: number[], sim: Simulator, vocab: S
   };
   explore(sim.start(prompt), [], 1, 0);
   outcomes.sort((a, b) => b.probability - a.probability);
+  const promptText = vocab.detokenize(prompt.slice(prompt[0] === vocab.bos && vocab.addBos ? 1 : 0));
+  const canonical = vocab.tokenize(promptText + vocab.detokenize(greedy)).join() === [...prompt, ...greedy].join();
   return {
     name,
-    prompt: vocab.detokenize(prompt.slice(prompt[0] === vocab.bos && vocab.addBos ? 1 : 0)),
+    prompt: promptText,
     promptTokens: prompt,
     greedy,
     greedyPieces: greedy.map((t) => vocab.piece(t)),
@@ -588,6 +593,7 @@ function describeScript(name: string, prompt: number[], sim: Simulator, vocab: S
     stop,
     branches,
     outcomes,
+    canonical,
   };
 }
 
@@ -763,12 +769,4 @@ export async function writeBytesAtomic(path: string, bytes: Uint8Array): Promise
   const tmp = `${path}.${process.pid}.${++tmpCounter}.tmp`;
   await writeFile(tmp, bytes);
   await rename(tmp, path);
-}
-
-/** Pieces for a sentence: words split at spaces, each later word prefixed with `▁`. */
-export function words(text: string): string[] {
-  return text
-    .split(' ')
-    .filter((w) => w.length > 0)
-    .map((w, i) => (i === 0 ? w : SPACE + w));
 }

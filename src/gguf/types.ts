@@ -76,8 +76,3 @@ function arrayValue(itemType: 'string', value: readonly string[]): GgufValue;
 function arrayValue(itemType: GgufScalarType, value: readonly unknown[]): GgufValue {
   return { type: 'array', itemType, value } as GgufValue;
 }
-
-/** The plain JS value inside a {@link GgufValue} (arrays become JS arrays). */
-export function plainValue(v: GgufValue): number | bigint | boolean | string | readonly unknown[] {
-  return v.value;
-}

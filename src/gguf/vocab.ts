@@ -64,23 +64,31 @@ function byteToken(b: number): string {
  */
 export class SpmVocab {
   readonly entries: readonly VocabEntry[];
-  readonly bos = 1;
+  readonly bos: number;
   readonly eos: number;
-  readonly unk = 0;
+  readonly unk: number;
   readonly addSpacePrefix: boolean;
   readonly addBos: boolean;
   readonly #ids: Map<string, number>;
   readonly #special: number[];
+  readonly #bytes: Int32Array;
 
-  constructor(entries: readonly VocabEntry[], eos: number, addSpacePrefix: boolean, addBos: boolean) {
+  constructor(
+    entries: readonly VocabEntry[],
+    ids: { readonly bos?: number; readonly eos: number; readonly unk?: number; readonly addSpacePrefix: boolean; readonly addBos: boolean },
+  ) {
     this.entries = entries;
-    this.eos = eos;
-    this.addSpacePrefix = addSpacePrefix;
-    this.addBos = addBos;
+    this.bos = ids.bos ?? 1;
+    this.eos = ids.eos;
+    this.unk = ids.unk ?? 0;
+    this.addSpacePrefix = ids.addSpacePrefix;
+    this.addBos = ids.addBos;
     this.#ids = new Map();
+    this.#bytes = new Int32Array(256).fill(-1);
     entries.forEach((e, i) => {
       if (this.#ids.has(e.text)) throw new RangeError(`Duplicate vocabulary entry "${e.text}"`);
       this.#ids.set(e.text, i);
+      if (e.type === 'BYTE' && /^<0x[0-9A-Fa-f]{2}>$/.test(e.text)) this.#bytes[parseInt(e.text.slice(3, 5), 16)] = i;
     });
     this.#special = entries
       .map((e, i) => ({ e, i }))
@@ -105,9 +113,10 @@ export class SpmVocab {
     return id;
   }
 
-  /** Id of the byte token for `b`. */
+  /** Id of the byte token for `b` (the unknown token when the vocabulary has none). */
   byteId(b: number): number {
-    return 3 + b;
+    const id = this.#bytes[b]!;
+    return id >= 0 ? id : this.unk;
   }
 
   /** The piece text of `id` as stored in the vocabulary. */
@@ -239,7 +248,7 @@ export class SpmVocab {
       case 'USER_DEFINED':
         return utf8.encode(e.text);
       case 'BYTE':
-        return Uint8Array.of(id - 3);
+        return Uint8Array.of(parseInt(e.text.slice(3, 5), 16));
       case 'NORMAL':
         return utf8.encode(e.text.replaceAll(SPACE, ' '));
       default:
@@ -247,9 +256,14 @@ export class SpmVocab {
     }
   }
 
-  /** Concatenates the pieces' bytes and decodes UTF-8, like `llama_detokenize`. */
+  /**
+   * Concatenates the pieces' bytes and decodes UTF-8, like `llama_detokenize(…, remove_special
+   * false, unparse_special = special)`: with `add_space_prefix`, the first piece loses one
+   * leading space.
+   */
   detokenize(ids: readonly number[], special = true): string {
     const parts = ids.map((id) => this.pieceBytes(id, special));
+    if (this.addSpacePrefix && parts.length > 0 && parts[0]![0] === 0x20) parts[0] = parts[0]!.subarray(1);
     const total = parts.reduce((n, p) => n + p.length, 0);
     const buf = new Uint8Array(total);
     let o = 0;
@@ -322,7 +336,7 @@ export function buildSpmVocab(options: SpmVocabOptions): SpmVocab {
   const eosText = options.eos ?? '</s>';
   const eos = entries.findIndex((e) => e.text === eosText);
   if (eos < 0) throw new RangeError(`EOS token "${eosText}" is not in the vocabulary`);
-  return new SpmVocab(entries, eos, options.addSpacePrefix ?? false, options.addBos ?? true);
+  return new SpmVocab(entries, { eos, addSpacePrefix: options.addSpacePrefix ?? false, addBos: options.addBos ?? true });
 }
 
 /**
@@ -334,4 +348,50 @@ export function sp(text: string): string[] {
     .split('|')
     .filter((p) => p.length > 0)
     .map((p) => p.replaceAll(' ', SPACE));
+}
+
+const TYPE_BY_ID = new Map<number, TokenTypeName>(Object.entries(TokenType).map(([k, v]) => [v, k as TokenTypeName]));
+
+/**
+ * The SentencePiece vocabulary stored in GGUF metadata (`tokenizer.ggml.model` = `llama`), e.g.
+ * from {@link readGgufFile}. Defaults follow llama.cpp (BOS 1, EOS 2, UNK 0, add BOS, add space
+ * prefix).
+ *
+ * @throws RangeError when the metadata has no SentencePiece vocabulary.
+ */
+export function spmVocabFromMetadata(metadata: ReadonlyMap<string, GgufValue>): SpmVocab {
+  const model = metadata.get('tokenizer.ggml.model');
+  if (model?.value !== 'llama') throw new RangeError('Expected tokenizer.ggml.model to be "llama"');
+  const tokens = metadata.get('tokenizer.ggml.tokens');
+  if (tokens?.type !== 'array' || tokens.itemType !== 'string') throw new RangeError('Expected tokenizer.ggml.tokens to be an array of strings');
+  const scores = metadata.get('tokenizer.ggml.scores');
+  const types = metadata.get('tokenizer.ggml.token_type');
+  const num = (key: string, fallback: number): number => {
+    const v = metadata.get(key)?.value;
+    return typeof v === 'number' ? v : fallback;
+  };
+  const flag = (key: string, fallback: boolean): boolean => {
+    const v = metadata.get(key)?.value;
+    return typeof v === 'boolean' ? v : fallback;
+  };
+  const entries = tokens.value.map((text, i): VocabEntry => {
+    const score = scores?.type === 'array' ? Number(scores.value[i] ?? 0) : 0;
+    const typeId = types?.type === 'array' ? Number(types.value[i] ?? TokenType.NORMAL) : TokenType.NORMAL;
+    return { text, score, type: TYPE_BY_ID.get(typeId) ?? 'NORMAL' };
+  });
+  return new SpmVocab(entries, {
+    bos: num('tokenizer.ggml.bos_token_id', 1),
+    eos: num('tokenizer.ggml.eos_token_id', 2),
+    unk: num('tokenizer.ggml.unknown_token_id', 0),
+    addSpacePrefix: flag('tokenizer.ggml.add_space_prefix', true),
+    addBos: flag('tokenizer.ggml.add_bos_token', true),
+  });
+}
+
+/** Pieces for a sentence: words split at spaces, each later word prefixed with `▁`. */
+export function words(text: string): string[] {
+  return text
+    .split(' ')
+    .filter((w) => w.length > 0)
+    .map((w, i) => (i === 0 ? w : SPACE + w));
 }
