@@ -22,6 +22,9 @@ Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
   o.Set("decodeMs", s.decodeMs);
   o.Set("prefillTokensPerSec", s.prefillTokensPerSec);
   o.Set("decodeTokensPerSec", s.decodeTokensPerSec);
+  o.Set("cacheOutcome", s.cacheOutcome);
+  o.Set("cacheTier", s.cacheTier);
+  o.Set("restoreMs", s.restoreMs);
   return o;
 }
 
@@ -64,6 +67,7 @@ Napi::Object Engine::Init(Napi::Env env, Napi::Object exports) {
       InstanceMethod<&Engine::Pause>("pause"),
       InstanceMethod<&Engine::SetRef>("setRef"),
       InstanceMethod<&Engine::Close>("close"),
+      InstanceMethod<&Engine::Stats>("stats"),
   });
   exports.Set("Engine", ctor);
   return exports;
@@ -100,6 +104,8 @@ Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) 
       dst->push_back(a[i]);
     }
   };
+  cfg.cacheRamBytes = static_cast<size_t>(GetNumber(o, "cacheRamBytes", static_cast<double>(256u << 20)));
+  cfg.sessionTtlMs = static_cast<uint32_t>(GetNumber(o, "sessionTtlMs", 600000));
   readTokens("markerStart", &cfg.markers.start);
   readTokens("markerEnd", &cfg.markers.end);
   readTokens("markerPayloadStart", &cfg.markers.payloadStart);
@@ -292,7 +298,7 @@ Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
                                                 std::to_string(i) + " is outside the vocabulary");
       }
     }
-  } else {
+  } else if (!prompt.IsUndefined()) {
     throw Napi::TypeError::New(env, "params.prompt must be a string or an Int32Array");
   }
   p->addSpecial = GetBool(o, "addSpecial", true);
@@ -301,6 +307,18 @@ Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
   p->emitTokens = GetBool(o, "emitTokens", false);
   p->renderSpecial = GetBool(o, "renderSpecial", false);
   p->markers = GetBool(o, "markers", true);
+  p->sessionId = GetString(o, "sessionId", "");
+  p->waitForSession = GetBool(o, "waitForSession", false);
+  p->continueSession = GetBool(o, "continueSession", false);
+  p->prefillOnly = GetBool(o, "prefillOnly", false);
+  p->forkFrom = GetString(o, "forkFrom", "");
+  p->endSession = GetBool(o, "endSession", false);
+  Napi::Value expect = o.Get("expectCommitted");
+  if (expect.IsTypedArray()) {
+    Napi::Int32Array e = expect.As<Napi::Int32Array>();
+    p->hasExpect = true;
+    p->expectCommitted.assign(e.Data(), e.Data() + e.ElementLength());
+  }
   p->greedyToolSyntax = GetBool(o, "greedyToolSyntax", true);
   Napi::Value stops = o.Get("stop");
   if (stops.IsArray()) {
@@ -315,6 +333,23 @@ Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
     ThrowCoded(env, "QUEUE_FULL", "The request queue is full; wait for running requests to finish or raise maxQueued");
   }
   return env.Undefined();
+}
+
+// stats() -> cache counters (read without stopping the engine thread)
+Napi::Value Engine::Stats(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  const CacheCounters &c = sched_->Counters();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ramBytes", static_cast<double>(c.ramBytes.load()));
+  o.Set("ramEntries", static_cast<double>(c.ramEntries.load()));
+  o.Set("ramBudget", static_cast<double>(c.ramBudget.load()));
+  o.Set("ramEvictions", static_cast<double>(c.ramEvictions.load()));
+  o.Set("sessions", static_cast<double>(c.sessions.load()));
+  o.Set("pinnedSequences", static_cast<double>(c.pinned.load()));
+  o.Set("spills", static_cast<double>(c.spills.load()));
+  o.Set("restores", static_cast<double>(c.restores.load()));
+  o.Set("sharedPrefixes", static_cast<double>(c.shares.load()));
+  return o;
 }
 
 Napi::Value Engine::Cancel(const Napi::CallbackInfo &info) {

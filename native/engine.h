@@ -26,6 +26,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   Napi::Value Pause(const Napi::CallbackInfo &info);
   Napi::Value SetRef(const Napi::CallbackInfo &info);
   Napi::Value Close(const Napi::CallbackInfo &info);
+  Napi::Value Stats(const Napi::CallbackInfo &info);
 
   void ThreadMain();
   void Post(std::vector<Event> &&events);

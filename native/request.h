@@ -28,6 +28,15 @@ struct RequestParams {
   SamplerParams sampling;
   bool emitTokens = false;
   bool renderSpecial = false;  // render control tokens into the text
+  // KV reuse
+  std::string sessionId;          // pin a sequence across requests
+  bool waitForSession = false;    // wait instead of SESSION_BUSY
+  bool continueSession = false;   // prompt = the session's committed tokens + this prompt
+  bool hasExpect = false;         // verify the committed tokens (TRANSCRIPT_MISMATCH)
+  std::vector<llama_token> expectCommitted;
+  bool prefillOnly = false;       // warm the prompt's KV, generate nothing
+  std::string forkFrom;           // copy session forkFrom into sessionId
+  bool endSession = false;        // release sessionId (no generation)
   bool markers = true;           // detect tool-call spans when the context has markers
   bool greedyToolSyntax = true;  // sample the wrapper syntax with the greedy chain
 };
@@ -43,6 +52,9 @@ struct FinalStats {
   double decodeMs = 0;
   double prefillTokensPerSec = 0;
   double decodeTokensPerSec = 0;
+  std::string cacheOutcome = "cold";  // exact | partial | sticky | restored | cold
+  std::string cacheTier;              // live | shared | ram (empty when cold)
+  double restoreMs = 0;
 };
 
 enum class EventType : uint8_t {

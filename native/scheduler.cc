@@ -92,6 +92,9 @@ bool Scheduler::Start(std::string *error) {
   canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_);
   slots_.resize(cfg_.nSeqMax);
   for (uint32_t i = 0; i < cfg_.nSeqMax; i++) slots_[i].seq = static_cast<int32_t>(i);
+  if (cfg_.cacheRamBytes > 0) ram_ = std::make_unique<StateCache>(cfg_.cacheRamBytes);
+  counters_.ramBudget = cfg_.cacheRamBytes;
+  lastExpiry_ = Clock::now();
 
   Event ev;
   ev.type = EventType::Ready;
@@ -232,9 +235,14 @@ void Scheduler::DrainCommands(bool wait) {
     r->text = std::make_unique<TextStream>(r->p->stops);
     std::string error;
     const char *code = nullptr;
+    bool control = r->p->endSession || !r->p->forkFrom.empty();
+    if (control) {
+      waiting_.push_back(std::move(r));
+      continue;
+    }
     if (!TokenizePrompt(*r, &error)) {
       code = "INVALID_ARGUMENT";
-    } else if (r->tokens.empty()) {
+    } else if (r->tokens.empty() && !r->p->continueSession) {
       code = "INVALID_ARGUMENT";
       error = "The prompt is empty: it produced no tokens";
     } else if (r->tokens.size() >= nCtxSeq_) {
@@ -299,48 +307,403 @@ void Scheduler::DrainCommands(bool wait) {
   }
 }
 
-void Scheduler::Admit() {
-  while (!waiting_.empty()) {
-    Slot *best = nullptr;
-    size_t bestCommon = 0;
-    Request &r = *waiting_.front();
+const std::vector<llama_token> &Scheduler::KvTokens(const Slot &s) const {
+  // A busy slot's KV is its request's tokens up to nPast (positions below never change).
+  if (s.req != nullptr) {
+    scratch_.assign(s.req->tokens.begin(), s.req->tokens.begin() + static_cast<long>(s.req->nPast));
+    return scratch_;
+  }
+  return s.tokens;
+}
+
+static size_t CommonPrefix(const std::vector<llama_token> &a, const std::vector<llama_token> &b) {
+  size_t n = std::min(a.size(), b.size());
+  size_t c = 0;
+  while (c < n && a[c] == b[c]) c++;
+  return c;
+}
+
+void Scheduler::UpdateCounters() {
+  counters_.ramBytes = ram_ ? ram_->Bytes() : 0;
+  counters_.ramEntries = ram_ ? ram_->Count() : 0;
+  counters_.ramEvictions = ram_ ? ram_->Evictions() : 0;
+  counters_.sessions = sessions_.size();
+  uint64_t pinned = 0;
+  for (auto &s : slots_) pinned += s.session.empty() ? 0 : 1;
+  counters_.pinned = pinned;
+}
+
+void Scheduler::FailRequest(Request &r, const char *code, const std::string &message) {
+  Event ev;
+  ev.type = EventType::Final;
+  ev.id = r.p->id;
+  ev.finishReason = "error";
+  ev.code = code;
+  ev.message = message;
+  ev.stats = r.stats;
+  Emit(std::move(ev));
+}
+
+// Saves a slot's KV to the RAM tier (before it is overwritten, or when a session spills).
+bool Scheduler::SaveToRam(Slot &s, const std::string &session) {
+  if (!ram_ || s.tokens.empty()) return false;
+  if (session.empty() && s.tokens.size() < ram_->BlockSize()) return false;
+  size_t size = llama_state_seq_get_size(ctx_, s.seq);
+  if (size == 0 || size > ram_->Budget()) return false;
+  std::vector<uint8_t> blob(size);
+  size_t got = llama_state_seq_get_data(ctx_, blob.data(), blob.size(), s.seq);
+  if (got == 0) return false;
+  blob.resize(got);
+  bool ok = ram_->Insert(s.tokens, std::move(blob), session);
+  UpdateCounters();
+  return ok;
+}
+
+bool Scheduler::RestoreBlob(Slot &s, const CacheEntry &e, double *ms) {
+  Clock::time_point t0 = Clock::now();
+  llama_memory_seq_rm(mem_, s.seq, -1, -1);
+  size_t n = 0;
+  try {
+    n = llama_state_seq_set_data(ctx_, e.blob.data(), e.blob.size(), s.seq);
+  } catch (...) {
+    n = 0;
+  }
+  *ms = MsBetween(t0, Clock::now());
+  if (n == 0) {
+    // A failed restore never leaves half a state behind: recompute instead.
+    llama_memory_seq_rm(mem_, s.seq, -1, -1);
+    s.tokens.clear();
+    return false;
+  }
+  s.tokens = e.tokens;
+  counters_.restores++;
+  return true;
+}
+
+// A free (unpinned, idle) slot: the one sharing the longest prefix with the prompt; on a
+// tie the one caching the least, so useful prefixes elsewhere survive.
+Scheduler::Slot *Scheduler::FreeSlot(const std::vector<llama_token> &prompt) {
+  Slot *best = nullptr;
+  size_t bestCommon = 0;
+  for (auto &s : slots_) {
+    if (s.req != nullptr || !s.session.empty()) continue;
+    size_t c = CommonPrefix(s.tokens, prompt);
+    if (!canTruncate_ && c < s.tokens.size()) c = 0;
+    if (best == nullptr || c > bestCommon || (c == bestCommon && s.tokens.size() < best->tokens.size())) {
+      best = &s;
+      bestCommon = c;
+    }
+  }
+  return best;
+}
+
+// When every sequence is pinned, the least recently used idle session moves to the RAM tier.
+Scheduler::Slot *Scheduler::SpillIdleSession(const std::string &keep) {
+  Slot *victim = nullptr;
+  for (auto &s : slots_) {
+    if (s.req != nullptr || s.session.empty() || s.session == keep) continue;
+    if (victim == nullptr || s.lastUsed < victim->lastUsed) victim = &s;
+  }
+  if (victim == nullptr) return nullptr;
+  SaveToRam(*victim, victim->session);  // if it does not fit, the session comes back cold
+  auto it = sessions_.find(victim->session);
+  if (it != sessions_.end()) it->second.slot = -1;
+  llama_memory_seq_rm(mem_, victim->seq, -1, -1);
+  victim->tokens.clear();
+  victim->session.clear();
+  counters_.spills++;
+  UpdateCounters();
+  return victim;
+}
+
+void Scheduler::EndSession(const std::string &id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  if (it->second.slot >= 0) slots_[static_cast<size_t>(it->second.slot)].session.clear();  // KV stays as a plain cache
+  if (ram_) {
+    CacheEntry *e = ram_->FindSession(id);
+    if (e != nullptr) ram_->Erase(e->id);
+  }
+  sessions_.erase(it);
+  UpdateCounters();
+}
+
+void Scheduler::ExpireSessions() {
+  Clock::time_point now = Clock::now();
+  if (MsBetween(lastExpiry_, now) < 1000) return;
+  lastExpiry_ = now;
+  std::vector<std::string> expired;
+  for (auto &kv : sessions_) {
+    if (!kv.second.busy && MsBetween(kv.second.lastUsed, now) > cfg_.sessionTtlMs) expired.push_back(kv.first);
+  }
+  for (auto &id : expired) EndSession(id);
+}
+
+Scheduler::Placement Scheduler::TryAdmit(Request &r) {
+  const RequestParams &p = *r.p;
+  const std::string &sid = p.sessionId;
+  Session *sess = nullptr;
+  if (!sid.empty()) {
+    auto it = sessions_.find(sid);
+    if (it != sessions_.end()) sess = &it->second;
+  }
+  // ---- control requests -------------------------------------------------------------
+  if (p.endSession) {
+    if (sess != nullptr && sess->busy) {
+      sess->endAfter = true;
+    } else {
+      EndSession(sid);
+    }
+    Event ev;
+    ev.type = EventType::Final;
+    ev.id = p.id;
+    ev.finishReason = "done";
+    Emit(std::move(ev));
+    return Placement::Done;
+  }
+  if (!p.forkFrom.empty()) {
+    auto src = sessions_.find(p.forkFrom);
+    if (src == sessions_.end()) {
+      FailRequest(r, "INVALID_ARGUMENT", "Unknown session \"" + p.forkFrom + "\"");
+      return Placement::Done;
+    }
+    if (sess != nullptr) {
+      FailRequest(r, "INVALID_ARGUMENT", "Session \"" + sid + "\" already exists");
+      return Placement::Done;
+    }
+    if (src->second.busy) {
+      if (p.waitForSession) return Placement::Wait;
+      FailRequest(r, "SESSION_BUSY", "Session \"" + p.forkFrom + "\" is running a request");
+      return Placement::Done;
+    }
+    Slot *target = FreeSlot({});
+    if (target == nullptr) target = SpillIdleSession(p.forkFrom);
+    if (target == nullptr) return Placement::Wait;
+    if (target->tokens.size() >= (ram_ ? ram_->BlockSize() : SIZE_MAX)) SaveToRam(*target, "");
+    Session &from = sessions_[p.forkFrom];
+    llama_memory_seq_rm(mem_, target->seq, -1, -1);
+    target->tokens.clear();
+    if (from.slot >= 0) {
+      Slot &srcSlot = slots_[static_cast<size_t>(from.slot)];
+      llama_memory_seq_cp(mem_, srcSlot.seq, target->seq, -1, -1);  // shares cells (unified KV)
+      target->tokens = srcSlot.tokens;
+    } else if (ram_ != nullptr) {
+      CacheEntry *e = ram_->FindSession(p.forkFrom);
+      double ms = 0;
+      if (e != nullptr) RestoreBlob(*target, *e, &ms);
+    }
+    Session &dst = sessions_[sid];
+    dst.transcript = from.transcript;
+    dst.slot = static_cast<int32_t>(target - slots_.data());
+    dst.lastUsed = Clock::now();
+    target->session = sid;
+    target->lastUsed = dst.lastUsed;
+    UpdateCounters();
+    Event ev;
+    ev.type = EventType::Final;
+    ev.id = p.id;
+    ev.finishReason = "done";
+    Emit(std::move(ev));
+    return Placement::Done;
+  }
+  // ---- sessions ----------------------------------------------------------------------
+  if (sess != nullptr && sess->busy) {
+    if (p.waitForSession) return Placement::Wait;
+    FailRequest(r, "SESSION_BUSY", "Session \"" + sid + "\" is running a request; wait for it or pass waitForSession");
+    return Placement::Done;
+  }
+  if (p.continueSession) {
+    if (sess == nullptr) {
+      FailRequest(r, "INVALID_ARGUMENT", "Unknown session \"" + sid + "\": continue() needs a session that ran a request");
+      return Placement::Done;
+    }
+    if (p.hasExpect && p.expectCommitted != sess->transcript) {
+      size_t at = CommonPrefix(p.expectCommitted, sess->transcript);
+      FailRequest(r, "TRANSCRIPT_MISMATCH",
+                  "The session's committed tokens differ from the expected ones at token " + std::to_string(at) + " (" +
+                      std::to_string(sess->transcript.size()) + " committed, " + std::to_string(p.expectCommitted.size()) +
+                      " expected)");
+      return Placement::Done;
+    }
+    std::vector<llama_token> full = sess->transcript;
+    full.insert(full.end(), r.tokens.begin(), r.tokens.end());
+    r.tokens.swap(full);
+    if (r.tokens.empty()) {
+      FailRequest(r, "INVALID_ARGUMENT", "Nothing to continue from: the session and the tail are empty");
+      return Placement::Done;
+    }
+    if (r.tokens.size() >= nCtxSeq_) {
+      FailRequest(r, "CONTEXT_OVERFLOW", "The session plus the tail has " + std::to_string(r.tokens.size()) +
+                                             " tokens but a sequence of this context holds " + std::to_string(nCtxSeq_));
+      return Placement::Done;
+    }
+    r.nPrompt = r.tokens.size();
+    r.stats.promptTokens = static_cast<int32_t>(r.nPrompt);
+  }
+  // ---- choose the sequence --------------------------------------------------------------
+  Slot *target = nullptr;
+  bool pinnedHit = false;
+  if (sess != nullptr && sess->slot >= 0) {
+    target = &slots_[static_cast<size_t>(sess->slot)];
+    pinnedHit = true;
+  } else {
+    target = FreeSlot(r.tokens);
+    if (target == nullptr) target = SpillIdleSession(sid);
+    if (target == nullptr) return Placement::Wait;
+  }
+  std::string outcome = "cold", tier;
+  size_t common = CommonPrefix(target->tokens, r.tokens);
+  if (!canTruncate_ && common < target->tokens.size()) common = 0;
+  if (common > 0) {
+    tier = "live";
+    outcome = pinnedHit && common == target->tokens.size() ? "sticky" : "partial";
+  }
+  // Better sources than the target's own KV: a spilled session, another sequence's KV
+  // (shared cells with unified KV), or the RAM tier.
+  const size_t minGain = 8;
+  double restoreMs = 0;
+  if (sess != nullptr && sess->slot < 0 && ram_) {
+    CacheEntry *e = ram_->FindSession(sid);
+    if (e != nullptr) {
+      size_t c = CommonPrefix(e->tokens, r.tokens);
+      if (c > common && (canTruncate_ || c == e->tokens.size())) {
+        if (!target->tokens.empty() && target->session.empty()) {
+          SaveToRam(*target, "");  // may evict entries: look the session up again
+          e = ram_->FindSession(sid);
+        }
+      }
+      if (e != nullptr && c > common && (canTruncate_ || c == e->tokens.size())) {
+        if (RestoreBlob(*target, *e, &restoreMs)) {
+          common = c;
+          outcome = "restored";
+          tier = "ram";
+        } else {
+          common = 0;
+          outcome = "cold";
+          tier.clear();
+        }
+        ram_->Erase(e->id);
+      }
+    }
+  }
+  if (cfg_.kvUnified && canTruncate_) {
+    Slot *src = nullptr;
+    size_t srcCommon = common;
     for (auto &s : slots_) {
-      if (s.req != nullptr) continue;
-      size_t n = std::min(s.tokens.size(), r.tokens.size());
-      size_t c = 0;
-      while (c < n && s.tokens[c] == r.tokens[c]) c++;
-      if (!canTruncate_ && c < s.tokens.size()) c = 0;  // only whole-state reuse
-      // Longest common prefix wins; on a tie take the slot caching the least, so useful
-      // prefixes held by other idle sequences survive.
-      if (best == nullptr || c > bestCommon || (c == bestCommon && s.tokens.size() < best->tokens.size())) {
-        best = &s;
-        bestCommon = c;
+      if (&s == target) continue;
+      size_t c = CommonPrefix(KvTokens(s), r.tokens);
+      if (c >= srcCommon + minGain) {
+        src = &s;
+        srcCommon = c;
       }
     }
-    if (best == nullptr) return;
-    // Logits come from decoding: keep at least the last prompt token to decode.
-    size_t common = std::min(bestCommon, r.tokens.size() - 1);
-    if (common < best->tokens.size()) {
-      if (common == 0 || !llama_memory_seq_rm(mem_, best->seq, static_cast<llama_pos>(common), -1)) {
-        llama_memory_seq_rm(mem_, best->seq, -1, -1);
+    if (src != nullptr) {
+      // Save what the target held before it is replaced, if it is worth keeping.
+      if (target->session.empty() && target->tokens.size() > srcCommon) SaveToRam(*target, "");
+      llama_memory_seq_rm(mem_, target->seq, -1, -1);
+      llama_memory_seq_cp(mem_, src->seq, target->seq, 0, static_cast<llama_pos>(srcCommon));
+      const std::vector<llama_token> &st = KvTokens(*src);
+      target->tokens.assign(st.begin(), st.begin() + static_cast<long>(srcCommon));
+      common = srcCommon;
+      outcome = "partial";
+      tier = "shared";
+      counters_.shares++;
+    }
+  }
+  if (ram_ && canTruncate_) {
+    size_t c = 0;
+    CacheEntry *e = ram_->Lookup(r.tokens, &c);
+    if (e != nullptr && c >= common + minGain && target->session.empty() && target->tokens.size() > c) {
+      SaveToRam(*target, "");  // may evict entries: look the prefix up again
+      e = ram_->Lookup(r.tokens, &c);
+    }
+    if (e != nullptr && c >= common + minGain) {
+      double ms = 0;
+      if (RestoreBlob(*target, *e, &ms)) {
+        ram_->Touch(e);
+        common = c;
+        outcome = "restored";
+        tier = "ram";
+        restoreMs += ms;
+      } else {
         common = 0;
+        outcome = "cold";
+        tier.clear();
       }
     }
-    best->tokens.clear();
-    best->req = nullptr;
-    std::unique_ptr<Request> rp = std::move(waiting_.front());
-    waiting_.pop_front();
+  }
+  // Drop what the prompt does not share; keep one prompt token to decode for logits.
+  if (!target->tokens.empty() && target->session.empty() && outcome != "restored" && tier != "shared" &&
+      common < target->tokens.size() / 2) {
+    SaveToRam(*target, "");  // the slot's old content is about to be lost
+  }
+  size_t keep = p.prefillOnly ? common : std::min(common, r.tokens.size() - 1);
+  if (keep < target->tokens.size()) {
+    if (keep == 0 || !llama_memory_seq_rm(mem_, target->seq, static_cast<llama_pos>(keep), -1)) {
+      llama_memory_seq_rm(mem_, target->seq, -1, -1);
+      keep = 0;
+    }
+    target->tokens.resize(keep);
+  }
+  if (keep == 0) {
+    outcome = "cold";
+    tier.clear();
+  } else if (outcome == "partial" && keep + 1 >= r.tokens.size() && tier == "live") {
+    outcome = "exact";
+  }
+  // ---- place ----------------------------------------------------------------------------
+  if (!sid.empty()) {
+    Session &s = sessions_[sid];
+    s.slot = static_cast<int32_t>(target - slots_.data());
+    s.busy = true;
+    s.lastUsed = Clock::now();
+    target->session = sid;
+  }
+  target->req = &r;
+  target->lastUsed = Clock::now();
+  r.slot = target;
+  r.nPast = keep;
+  r.stats.reusedTokens = static_cast<int32_t>(keep);
+  r.stats.cacheOutcome = outcome;
+  r.stats.cacheTier = tier;
+  r.stats.restoreMs = restoreMs;
+  r.tAdmit = Clock::now();
+  r.stats.queuedMs = MsBetween(r.tSubmit, r.tAdmit);
+  UpdateCounters();
+  return Placement::Placed;
+}
+
+void Scheduler::Admit() {
+  ExpireSessions();
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Placement pl = TryAdmit(**it);
+    if (pl == Placement::Wait) {
+      // A request waiting for its own busy session must not block the others.
+      const RequestParams &p = *(*it)->p;
+      bool sessionWait = p.waitForSession && (!p.sessionId.empty() || !p.forkFrom.empty());
+      if (!sessionWait) {
+        bool anyFree = false;
+        for (auto &s : slots_) anyFree = anyFree || (s.req == nullptr);
+        if (!anyFree) break;
+      }
+      ++it;
+      continue;
+    }
     {
       std::lock_guard<std::mutex> lk(mu_);
       waitingCount_--;
     }
-    rp->slot = best;
-    best->req = rp.get();
-    rp->nPast = common;
-    rp->stats.reusedTokens = static_cast<int32_t>(common);
-    rp->tAdmit = Clock::now();
-    rp->stats.queuedMs = MsBetween(rp->tSubmit, rp->tAdmit);
-    active_.push_back(std::move(rp));
+    if (pl == Placement::Placed) {
+      std::unique_ptr<Request> rp = std::move(*it);
+      if (rp->p->prefillOnly && rp->nPast == rp->tokens.size()) {
+        Request &r = *rp;
+        active_.push_back(std::move(rp));
+        Finish(r, "prefill");
+      } else {
+        active_.push_back(std::move(rp));
+      }
+    }
+    it = waiting_.erase(it);
   }
 }
 
@@ -388,7 +751,7 @@ bool Scheduler::BuildBatch() {
       r.prefillStarted = true;
       r.tPrefillStart = Clock::now();
     }
-    add(r, n, n == pending);
+    add(r, n, n == pending && !r.p->prefillOnly);
     prefillAllowance -= static_cast<int32_t>(n);
   }
   return batch_.n_tokens > 0;
@@ -428,6 +791,10 @@ void Scheduler::DecodeBatch() {
       if (r.nGenerated == 0 && r.nPast == r.nPrompt) {
         r.stats.prefilledTokens = static_cast<int32_t>(r.nPrompt) - r.stats.reusedTokens;
         r.stats.prefillMs = MsBetween(r.tPrefillStart, now);
+        if (r.p->prefillOnly) {
+          Finish(r, "prefill");
+          continue;
+        }
       }
       if (r.logitIdx < 0) continue;
       llama_token tok = r.sampler.Sample(ctx_, r.logitIdx);
@@ -585,14 +952,29 @@ void Scheduler::HandleToken(Request &r, llama_token tok) {
 void Scheduler::ReleaseSlot(Request &r, bool keepKv) {
   Slot *s = r.slot;
   if (s == nullptr) return;
-  if (keepKv) {
+  bool pinned = !s->session.empty();
+  if (keepKv || pinned) {
+    // A pinned session keeps its KV even after an abort: tokens below nPast are valid.
     s->tokens.assign(r.tokens.begin(), r.tokens.begin() + static_cast<long>(r.nPast));
   } else {
     llama_memory_seq_rm(mem_, s->seq, -1, -1);
     s->tokens.clear();
   }
+  s->lastUsed = Clock::now();
+  if (pinned) {
+    auto it = sessions_.find(s->session);
+    if (it != sessions_.end()) {
+      Session &sess = it->second;
+      sess.busy = false;
+      sess.lastUsed = s->lastUsed;
+      if (keepKv) sess.transcript = r.tokens;  // committed: prompt + generated (EOG excluded)
+      if (sess.endAfter) EndSession(it->first);
+    }
+  }
+  if (r.p->prefillOnly && keepKv && !pinned) SaveToRam(*s, "");  // a warmed prefix survives slot reuse
   s->req = nullptr;
   r.slot = nullptr;
+  UpdateCounters();
 }
 
 void Scheduler::Finish(Request &r, const char *reason, const char *code, const std::string &message) {
@@ -645,7 +1027,7 @@ void Scheduler::Finish(Request &r, const char *reason, const char *code, const s
   if (reasonStr == "stop") ev.stop = r.text->MatchedStop();
   ev.stats = st;
   Emit(std::move(ev));
-  bool clean = reasonStr == "eog" || reasonStr == "stop" || reasonStr == "length";
+  bool clean = reasonStr == "eog" || reasonStr == "stop" || reasonStr == "length" || reasonStr == "prefill";
   ReleaseSlot(r, clean);
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "marker_matcher.h"
+#include "prefix_cache.h"
 #include "request.h"
 
 namespace llamux {
@@ -34,6 +35,14 @@ struct EngineConfig {
   uint32_t maxQueued = 1024;
   uint32_t prefillChunk = 0;  // prompt tokens per tick, 0: nBatch
   MarkerSet markers;          // tool-call markers (token ids); empty: plain text path
+  size_t cacheRamBytes = 256u << 20;  // RAM tier budget; 0 disables it
+  uint32_t sessionTtlMs = 600000;     // idle sessions are released after this
+};
+
+// Counters the JS thread may read at any time.
+struct CacheCounters {
+  std::atomic<uint64_t> ramBytes{0}, ramEntries{0}, ramBudget{0}, ramEvictions{0};
+  std::atomic<uint64_t> sessions{0}, pinned{0}, spills{0}, restores{0}, shares{0};
 };
 
 class Scheduler {
@@ -50,6 +59,8 @@ class Scheduler {
   void SetPaused(uint64_t id, bool paused);
   void Close();
 
+  const CacheCounters &Counters() const { return counters_; }
+
   // ---- engine thread -------------------------------------------------------------
   // Creates the llama_context; false with `error` set on failure.
   bool Start(std::string *error);
@@ -62,12 +73,32 @@ class Scheduler {
     int32_t seq = 0;
     Request *req = nullptr;
     std::vector<llama_token> tokens;  // what this sequence's KV holds, in order
+    std::string session;              // pinned to this session ("" = free for anyone)
+    Clock::time_point lastUsed;
   };
+  struct Session {
+    std::vector<llama_token> transcript;  // committed tokens (prompt + generated, no EOG)
+    int32_t slot = -1;                    // pinned slot, or -1 (spilled to RAM or cold)
+    Clock::time_point lastUsed;
+    bool busy = false;
+    bool endAfter = false;
+  };
+  enum class Placement { Placed, Wait, Done };
 
   static bool AbortCallback(void *data);
 
   void DrainCommands(bool wait);
   void Admit();
+  Placement TryAdmit(Request &r);
+  void FailRequest(Request &r, const char *code, const std::string &message);
+  Slot *FreeSlot(const std::vector<llama_token> &prompt);
+  Slot *SpillIdleSession(const std::string &keep);
+  bool SaveToRam(Slot &s, const std::string &session);
+  bool RestoreBlob(Slot &s, const CacheEntry &e, double *ms);
+  void EndSession(const std::string &id);
+  void ExpireSessions();
+  void UpdateCounters();
+  const std::vector<llama_token> &KvTokens(const Slot &s) const;
   bool BuildBatch();
   void DecodeBatch();
   void HandleToken(Request &r, llama_token tok);
@@ -112,6 +143,11 @@ class Scheduler {
   std::vector<Request *> batchReqs_;
   std::vector<Event> events_;
   std::vector<MarkerMatcher::Output> outs_;
+  std::unordered_map<std::string, Session> sessions_;
+  std::unique_ptr<StateCache> ram_;
+  Clock::time_point lastExpiry_;
+  CacheCounters counters_;
+  mutable std::vector<llama_token> scratch_;
 };
 
 }  // namespace llamux

@@ -75,6 +75,8 @@ export interface NativeEngineOptions {
   kvTypeV: number;
   maxQueued: number;
   prefillChunk: number;
+  cacheRamBytes: number;
+  sessionTtlMs: number;
   markerStart?: Int32Array;
   markerEnd?: Int32Array;
   markerPayloadStart?: Int32Array;
@@ -83,7 +85,14 @@ export interface NativeEngineOptions {
 
 export interface NativeRequest {
   id: number;
-  prompt: string | Int32Array;
+  prompt?: string | Int32Array;
+  sessionId?: string;
+  waitForSession?: boolean;
+  continueSession?: boolean;
+  expectCommitted?: Int32Array;
+  prefillOnly?: boolean;
+  forkFrom?: string;
+  endSession?: boolean;
   addSpecial: boolean;
   parseSpecial: boolean;
   maxTokens: number;
@@ -119,6 +128,21 @@ export interface NativeStats {
   decodeMs: number;
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
+  cacheOutcome: 'exact' | 'partial' | 'sticky' | 'restored' | 'cold';
+  cacheTier: '' | 'live' | 'shared' | 'ram';
+  restoreMs: number;
+}
+
+export interface NativeCacheStats {
+  ramBytes: number;
+  ramEntries: number;
+  ramBudget: number;
+  ramEvictions: number;
+  sessions: number;
+  pinnedSequences: number;
+  spills: number;
+  restores: number;
+  sharedPrefixes: number;
 }
 
 export interface NativeReady {
@@ -142,7 +166,7 @@ export type NativeEvent =
   | {
       type: 'final';
       id: number;
-      finishReason: 'eog' | 'stop' | 'length' | 'abort' | 'error';
+      finishReason: 'eog' | 'stop' | 'length' | 'abort' | 'error' | 'prefill' | 'done';
       code?: string;
       message?: string;
       stop?: string;
@@ -160,6 +184,7 @@ export interface NativeEngine {
   pause(id: number, paused: boolean): void;
   setRef(ref: boolean): void;
   close(): Promise<void>;
+  stats(): NativeCacheStats;
 }
 
 export interface NativeBinding {

@@ -1,11 +1,20 @@
-import { native, type NativeEngine, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
+import { createHash } from 'node:crypto';
+import { native, type NativeCacheStats, type NativeEngine, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
 import { AsyncQueue } from './async-queue.js';
 import { LlamuxError, abortError, fromNative, type LlamuxErrorCode } from './errors.js';
-import type { FinalEvent, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
+import type { CacheReport, FinalEvent, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
 import { toInt32Array } from './model.js';
-import { GGML_TYPE_IDS, GenerateOptionsSchema, parseOptions, type GenerateOptions, type ParsedGenerateOptions } from './options.js';
+import {
+  GGML_TYPE_IDS,
+  GenerateOptionsSchema,
+  PrefillOptionsSchema,
+  parseOptions,
+  type GenerateOptions,
+  type ParsedGenerateOptions,
+  type PrefillOptions,
+} from './options.js';
 import type { z } from 'zod';
 import type { ContextOptionsSchema } from './options.js';
 
@@ -180,6 +189,8 @@ export class Context {
       kvTypeV: opts.kvCacheTypeV ? GGML_TYPE_IDS[opts.kvCacheTypeV] : -1,
       maxQueued: opts.maxQueued,
       prefillChunk: opts.prefillChunk ?? 0,
+      cacheRamBytes: Math.floor(opts.cacheRamMb * 1024 * 1024),
+      sessionTtlMs: opts.sessionTtlMs,
       ...(this.markers ? {
         markerStart: this.markers.start,
         markerEnd: this.markers.end,
@@ -276,7 +287,7 @@ export class Context {
         }
         const s = ev.stats;
         entry.gen.onFinal({
-          finishReason: ev.finishReason,
+          finishReason: ev.finishReason as GenerateResult['finishReason'],
           ...(ev.stop !== undefined ? { stop: ev.stop } : {}),
           promptTokens: s.promptTokens,
           reusedTokens: s.reusedTokens,
@@ -289,6 +300,13 @@ export class Context {
             decodeMs: s.decodeMs,
             prefillTokensPerSec: s.prefillTokensPerSec,
             decodeTokensPerSec: s.decodeTokensPerSec,
+          },
+          cache: {
+            outcome: s.cacheOutcome ?? 'cold',
+            ...(s.cacheTier ? { tier: s.cacheTier } : {}),
+            reusedTokens: s.reusedTokens,
+            prefilledTokens: s.prefilledTokens,
+            restoreMs: s.restoreMs ?? 0,
           },
         });
         return;
@@ -325,11 +343,22 @@ export class Context {
       return gen;
     }
     const req = toNativeRequest(id, o);
+    if (o.sessionId) {
+      req.sessionId = o.sessionId;
+      req.waitForSession = o.waitForSession;
+    }
+    if (o.parentKey) req.prompt = this.#withParent(o.parentKey, req.prompt!);
+    return this.#submit(gen, req, o.signal);
+  }
+
+  #submit(gen: Generation, req: NativeRequest, signal: AbortSignal | undefined): Generation {
+    const id = req.id;
     try {
       this.#native.submit(req);
     } catch (e) {
       throw fromNative(e);
     }
+    const o = { signal };
     const entry: { gen: Generation; signal?: AbortSignal; onAbort?: () => void } = { gen };
     if (o.signal) {
       entry.signal = o.signal;
@@ -344,6 +373,101 @@ export class Context {
   /** `generate(options).result`. */
   complete(options: GenerateOptions): Promise<GenerateResult> {
     return this.generate(options).result;
+  }
+
+  #prefixKeys = new Map<string, Int32Array>();
+
+  #promptTokens(prompt: string | Int32Array | number[], addSpecial: boolean, parseSpecial: boolean): Int32Array {
+    return typeof prompt === 'string' ? this.model.tokenize(prompt, { addSpecial, parseSpecial }) : toInt32Array(prompt);
+  }
+
+  #withParent(parentKey: string, prompt: string | Int32Array): Int32Array {
+    const parent = this.#prefixKeys.get(parentKey);
+    if (!parent) throw new LlamuxError('INVALID_ARGUMENT', `Unknown parentKey "${parentKey}": it was not returned by prefillOnly() on this context`);
+    const tail = typeof prompt === 'string' ? this.model.tokenize(prompt, { addSpecial: false }) : prompt;
+    const out = new Int32Array(parent.length + tail.length);
+    out.set(parent, 0);
+    out.set(tail, parent.length);
+    return out;
+  }
+
+  /** Content address of a token prefix: model fingerprint, KV-relevant settings and the tokens. */
+  #keyOf(tokens: Int32Array): string {
+    const h = createHash('sha256');
+    h.update(this.model.metadata.fingerprint);
+    const st = this.settings;
+    h.update(JSON.stringify([st.unifiedKv, st.kvCacheTypeK, st.kvCacheTypeV, st.sequenceContextSize, st.flashAttention]));
+    h.update(Buffer.from(tokens.buffer, tokens.byteOffset, tokens.byteLength));
+    return h.digest('hex');
+  }
+
+  /**
+   * Computes the KV of a prompt without generating, so later requests that start with it
+   * (`generate({ parentKey, prompt })`) prefill only their own tokens. The warmed prefix
+   * stays on an idle sequence and is saved to the RAM tier. Keys are content addresses.
+   * @throws LlamuxError INVALID_ARGUMENT, CONTEXT_OVERFLOW, DISPOSED, ABORTED
+   */
+  async prefillOnly(prompt: string | Int32Array | number[], options?: PrefillOptions): Promise<{ key: string; tokens: number; reusedTokens: number; prefilledTokens: number; cache: CacheReport }> {
+    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    const o = parseOptions(PrefillOptionsSchema, options, 'prefillOnly options');
+    let tokens = this.#promptTokens(prompt, o.addSpecial ?? !o.parentKey, o.parseSpecial);
+    if (o.parentKey) tokens = this.#withParent(o.parentKey, tokens);
+    const key = this.#keyOf(tokens);
+    this.#prefixKeys.delete(key);
+    this.#prefixKeys.set(key, tokens);
+    if (this.#prefixKeys.size > 4096) this.#prefixKeys.delete(this.#prefixKeys.keys().next().value!);
+    const id = nextRequestId++;
+    const gen = new Generation(id, false, 1 << 30, () => this.#native.cancel(id), () => {});
+    const req = baseRequest(id, tokens);
+    req.prefillOnly = true;
+    if (o.sessionId) req.sessionId = o.sessionId;
+    this.#submit(gen, req, o.signal);
+    const r = await gen.result;
+    return { key, tokens: tokens.length, reusedTokens: r.reusedTokens, prefilledTokens: r.prefilledTokens, cache: r.cache };
+  }
+
+  /**
+   * Continues a session with a tail of tokens (or text, tokenized without BOS): the prompt is
+   * the session's committed tokens plus the tail, so only the tail is prefilled.
+   * `expectCommitted` (the caller's view of the committed tokens) is verified first.
+   * @throws LlamuxError TRANSCRIPT_MISMATCH, SESSION_BUSY, INVALID_ARGUMENT (unknown session)
+   */
+  continue(sessionId: string, tail: string | Int32Array | number[], options: Omit<GenerateOptions, 'prompt' | 'sessionId' | 'parentKey'> & { expectCommitted?: ArrayLike<number> } = {}): Generation {
+    const { expectCommitted, ...rest } = options;
+    const tailTokens = typeof tail === 'string' ? this.model.tokenize(tail, { addSpecial: false, parseSpecial: rest.parseSpecial ?? false }) : toInt32Array(tail);
+    const o = parseOptions(GenerateOptionsSchema, { ...rest, prompt: tailTokens, sessionId }, 'continue options');
+    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    const id = nextRequestId++;
+    const gen = new Generation(id, o.tokens, o.highWaterMark, () => this.#native.cancel(id), (p) => this.#native.pause(id, p));
+    const req = toNativeRequest(id, o);
+    req.sessionId = sessionId;
+    req.waitForSession = o.waitForSession;
+    req.continueSession = true;
+    if (expectCommitted) req.expectCommitted = toInt32Array(expectCommitted);
+    return this.#submit(gen, req, o.signal);
+  }
+
+  async #control(req: NativeRequest): Promise<void> {
+    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    const gen = new Generation(req.id, false, 1 << 30, () => {}, () => {});
+    this.#submit(gen, req, undefined);
+    await gen.result;
+  }
+
+  /** Releases a session's pinned sequence (its KV stays as an ordinary cache entry). */
+  endSession(sessionId: string): Promise<void> {
+    return this.#control({ ...baseRequest(nextRequestId++), sessionId, endSession: true });
+  }
+
+  /** Copies a session (shares its KV cells with unified KV) under a new id. */
+  forkSession(fromSessionId: string, toSessionId: string, options: { wait?: boolean } = {}): Promise<void> {
+    return this.#control({ ...baseRequest(nextRequestId++), sessionId: toSessionId, forkFrom: fromSessionId, waitForSession: options.wait ?? false });
+  }
+
+  /** RAM tier and session counters (the budget is never exceeded). */
+  cacheStats(): NativeCacheStats {
+    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    return this.#native.stats();
   }
 
   /**
@@ -384,6 +508,31 @@ function readySettings(r: NativeReady): ContextSettings {
     kvCacheTypeK: r.kvTypeK,
     kvCacheTypeV: r.kvTypeV,
     canTruncateKv: r.canTruncateKv,
+  };
+}
+
+function baseRequest(id: number, prompt?: Int32Array): NativeRequest {
+  return {
+    id,
+    ...(prompt ? { prompt } : {}),
+    addSpecial: false,
+    parseSpecial: false,
+    maxTokens: -1,
+    stop: [],
+    emitTokens: false,
+    renderSpecial: false,
+    markers: false,
+    greedyToolSyntax: false,
+    temperature: 0,
+    topK: 0,
+    topP: 1,
+    minP: 0,
+    typicalP: 1,
+    repeatPenalty: 1,
+    frequencyPenalty: 0,
+    presencePenalty: 0,
+    penaltyLastN: 0,
+    seed: 0,
   };
 }
 

@@ -21,6 +21,21 @@ export interface ToolCallSpan {
   tokens: Int32Array;
 }
 
+/** How a request's prompt was served from KV that was already computed. */
+export interface CacheReport {
+  /**
+   * `exact`: the whole prompt was in a live sequence; `partial`: a prefix was (from an idle
+   * sequence, or shared with another one); `sticky`: the prompt extended its session's
+   * tokens; `restored`: a saved state was restored from the RAM tier; `cold`: nothing reused.
+   */
+  outcome: 'exact' | 'partial' | 'sticky' | 'restored' | 'cold';
+  /** Where the reused KV came from. */
+  tier?: 'live' | 'shared' | 'ram';
+  reusedTokens: number;
+  prefilledTokens: number;
+  restoreMs: number;
+}
+
 export interface GenerateResult {
   /** Text outside tool-call spans. */
   text: string;
@@ -40,6 +55,7 @@ export interface GenerateResult {
   prefilledTokens: number;
   generatedTokens: number;
   timings: GenerateTimings;
+  cache: CacheReport;
 }
 
 /** A text delta. Never splits a UTF-8 character; never contains text at or past a stop string. */

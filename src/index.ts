@@ -4,6 +4,7 @@ export type { ModelMetadata, TokenInfo, VocabInfo } from './model.js';
 export { Context, Generation } from './context.js';
 export type { ContextSettings } from './context.js';
 export type {
+  CacheReport,
   FinalEvent,
   FinishReason,
   GenerateEvent,
@@ -22,6 +23,7 @@ export { LlamuxError, isLlamuxError } from './errors.js';
 export type { LlamuxErrorCode } from './errors.js';
 export { setLogger } from './logger.js';
 export type { LogHandler, LogLevel } from './logger.js';
-export type { ContextOptions, GenerateOptions, LoadModelOptions, TokenizeOptions, DetokenizeOptions } from './options.js';
+export type { ContextOptions, GenerateOptions, LoadModelOptions, PrefillOptions, TokenizeOptions, DetokenizeOptions } from './options.js';
+export type { NativeCacheStats as CacheStats } from './binding.js';
 // Tool calling (also importable as 'llamux/tools').
 export * from './tools/index.js';

@@ -65,6 +65,10 @@ export const ContextOptionsSchema = z
      * and chat template; the default, falling back to the model's loadModel option), or false.
      */
     toolCallMarkers: MarkerOptionSchema.optional(),
+    /** RAM tier of saved sequence states, in MiB (0 disables it). */
+    cacheRamMb: z.number().min(0).default(256),
+    /** Idle sessions release their pinned sequence after this many milliseconds. */
+    sessionTtlMs: z.number().int().positive().default(600_000),
   })
   .strict();
 export type ContextOptions = z.input<typeof ContextOptionsSchema>;
@@ -111,11 +115,28 @@ export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
   /** Sample tool-call wrapper syntax greedily (payloads keep the request's sampler). */
   greedyToolSyntax: z.boolean().default(true),
   signal: abortSignal.optional(),
+  /** Pin a sequence to this session across requests: a prompt extending the last one prefills only the new tokens. */
+  sessionId: z.string().min(1).max(256).optional(),
+  /** Wait for the session's running request instead of failing with SESSION_BUSY. */
+  waitForSession: z.boolean().default(false),
+  /** A key from prefillOnly(): the prompt continues that prefix. */
+  parentKey: z.string().regex(/^[0-9a-f]{64}$/).optional(),
   /** Events buffered for a slow consumer before its sequence pauses. */
   highWaterMark: positiveInt.default(256),
 }).strict();
 export type GenerateOptions = z.input<typeof GenerateOptionsSchema>;
 export type ParsedGenerateOptions = z.output<typeof GenerateOptionsSchema>;
+
+export const PrefillOptionsSchema = z
+  .object({
+    parentKey: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    addSpecial: z.boolean().optional(),
+    parseSpecial: z.boolean().default(false),
+    sessionId: z.string().min(1).max(256).optional(),
+    signal: abortSignal.optional(),
+  })
+  .strict();
+export type PrefillOptions = z.input<typeof PrefillOptionsSchema>;
 
 export const TokenizeOptionsSchema = z
   .object({ addSpecial: z.boolean().default(true), parseSpecial: z.boolean().default(false) })

@@ -1,0 +1,61 @@
+// The RAM tier of saved sequence states, keyed by their token prefix. Lookups walk chained
+// hashes of fixed-size token blocks (no scan of every entry), then extend the match token
+// by token. A byte budget is enforced on every insert with LRU eviction; an entry larger
+// than the whole budget is refused. Plain C++, used only by the engine thread.
+#pragma once
+#include <llama.h>
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace llamux {
+
+struct CacheEntry {
+  uint64_t id = 0;
+  std::vector<llama_token> tokens;  // the KV content the blob restores
+  std::vector<uint8_t> blob;        // llama_state_seq_get_data output
+  std::string session;              // non-empty: a spilled pinned session (not matched by prefix)
+  std::list<uint64_t>::iterator lru;
+  size_t Bytes() const { return blob.size() + tokens.size() * sizeof(llama_token) + 64; }
+};
+
+class StateCache {
+ public:
+  explicit StateCache(size_t budgetBytes, size_t blockSize = 16) : budget_(budgetBytes), block_(blockSize) {}
+
+  // Inserts (replacing an entry with the same tokens or session). Evicts least recently
+  // used entries until it fits. Returns false (and stores nothing) when it cannot fit.
+  bool Insert(std::vector<llama_token> tokens, std::vector<uint8_t> blob, const std::string &session = "");
+  // The prefix entry sharing the longest common token prefix with `prompt` (at least one
+  // whole block), or nullptr. `common` receives the shared length.
+  CacheEntry *Lookup(const std::vector<llama_token> &prompt, size_t *common);
+  CacheEntry *FindSession(const std::string &session);
+  void Touch(CacheEntry *e);
+  void Erase(uint64_t id);
+
+  size_t Bytes() const { return bytes_; }
+  size_t Budget() const { return budget_; }
+  size_t Count() const { return entries_.size(); }
+  size_t BlockSize() const { return block_; }
+  uint64_t Evictions() const { return evictions_; }
+
+ private:
+  std::vector<uint64_t> BlockHashes(const std::vector<llama_token> &t) const;
+  void Unindex(const CacheEntry &e);
+
+  size_t budget_;
+  size_t block_;
+  size_t bytes_ = 0;
+  uint64_t nextId_ = 1;
+  uint64_t evictions_ = 0;
+  std::unordered_map<uint64_t, CacheEntry> entries_;
+  std::list<uint64_t> lru_;  // front: most recent
+  std::unordered_map<uint64_t, std::vector<uint64_t>> index_;  // chained block hash -> entry ids
+  std::unordered_map<std::string, uint64_t> sessions_;
+};
+
+}  // namespace llamux
