@@ -106,6 +106,9 @@ Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) 
   };
   cfg.cacheRamBytes = static_cast<size_t>(GetNumber(o, "cacheRamBytes", static_cast<double>(256u << 20)));
   cfg.sessionTtlMs = static_cast<uint32_t>(GetNumber(o, "sessionTtlMs", 600000));
+  cfg.cacheDir = GetString(o, "cacheDir", "");
+  cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));
+  cfg.modelFingerprint = model_->fingerprint;
   readTokens("markerStart", &cfg.markers.start);
   readTokens("markerEnd", &cfg.markers.end);
   readTokens("markerPayloadStart", &cfg.markers.payloadStart);
@@ -349,6 +352,11 @@ Napi::Value Engine::Stats(const Napi::CallbackInfo &info) {
   o.Set("spills", static_cast<double>(c.spills.load()));
   o.Set("restores", static_cast<double>(c.restores.load()));
   o.Set("sharedPrefixes", static_cast<double>(c.shares.load()));
+  o.Set("diskBytes", static_cast<double>(c.diskBytes.load()));
+  o.Set("diskEntries", static_cast<double>(c.diskEntries.load()));
+  o.Set("diskBudget", static_cast<double>(c.diskBudget.load()));
+  o.Set("diskRestores", static_cast<double>(c.diskRestores.load()));
+  o.Set("diskRejected", static_cast<double>(c.diskRejected.load()));
   return o;
 }
 

@@ -4,7 +4,7 @@
 
 namespace llamux {
 
-std::vector<uint64_t> StateCache::BlockHashes(const std::vector<llama_token> &t) const {
+std::vector<uint64_t> ChainedBlockHashes(const std::vector<llama_token> &t, size_t block_) {
   std::vector<uint64_t> out;
   uint64_t h = 0x9e3779b97f4a7c15ULL;
   for (size_t b = 0; (b + 1) * block_ <= t.size(); b++) {

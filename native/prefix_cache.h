@@ -14,6 +14,9 @@
 
 namespace llamux {
 
+// Chained hashes of whole `block`-token blocks: out[k] identifies tokens[0, (k+1)*block).
+std::vector<uint64_t> ChainedBlockHashes(const std::vector<llama_token> &t, size_t block);
+
 struct CacheEntry {
   uint64_t id = 0;
   std::vector<llama_token> tokens;  // the KV content the blob restores
@@ -44,7 +47,7 @@ class StateCache {
   uint64_t Evictions() const { return evictions_; }
 
  private:
-  std::vector<uint64_t> BlockHashes(const std::vector<llama_token> &t) const;
+  std::vector<uint64_t> BlockHashes(const std::vector<llama_token> &t) const { return ChainedBlockHashes(t, block_); }
   void Unindex(const CacheEntry &e);
 
   size_t budget_;

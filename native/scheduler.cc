@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "hash.h"
+
 namespace llamux {
 
 namespace {
@@ -38,6 +40,11 @@ struct Scheduler::Request {
   Clock::time_point tSubmit, tAdmit, tPrefillStart, tFirstToken, tLast;
   bool prefillStarted = false;
   FinalStats stats;
+  // Disk-tier restore in flight (the request waits without holding a sequence).
+  bool diskPending = false;
+  bool diskReady = false;
+  std::vector<llama_token> diskTokens;
+  std::vector<uint8_t> diskBlob;
 };
 
 Scheduler::Scheduler(llama_model *model, EngineConfig cfg, Flush flush)
@@ -95,6 +102,19 @@ bool Scheduler::Start(std::string *error) {
   if (cfg_.cacheRamBytes > 0) ram_ = std::make_unique<StateCache>(cfg_.cacheRamBytes);
   counters_.ramBudget = cfg_.cacheRamBytes;
   lastExpiry_ = Clock::now();
+  if (!cfg_.cacheDir.empty()) {
+    // Files are only valid for the same weights and the same KV layout.
+    Hash128 h;
+    h.UpdateString(cfg_.modelFingerprint);
+    h.UpdateValue(cp.type_k);
+    h.UpdateValue(cp.type_v);
+    h.UpdateValue(cfg_.kvUnified);
+    h.UpdateValue(static_cast<int32_t>(llama_n_ctx_seq(ctx_)));
+    std::string fp = h.Hex();
+    disk_ = std::make_unique<DiskTier>(cfg_.cacheDir + "/" + fp.substr(0, 16), fp, cfg_.cacheDiskBytes);
+    disk_->Load();
+    counters_.diskBudget = cfg_.cacheDiskBytes;
+  }
 
   Event ev;
   ev.type = EventType::Ready;
@@ -328,6 +348,11 @@ void Scheduler::UpdateCounters() {
   counters_.ramEntries = ram_ ? ram_->Count() : 0;
   counters_.ramEvictions = ram_ ? ram_->Evictions() : 0;
   counters_.sessions = sessions_.size();
+  if (disk_) {
+    counters_.diskBytes = disk_->Bytes();
+    counters_.diskEntries = disk_->Count();
+    counters_.diskRejected = disk_->Rejected();
+  }
   uint64_t pinned = 0;
   for (auto &s : slots_) pinned += s.session.empty() ? 0 : 1;
   counters_.pinned = pinned;
@@ -346,14 +371,26 @@ void Scheduler::FailRequest(Request &r, const char *code, const std::string &mes
 
 // Saves a slot's KV to the RAM tier (before it is overwritten, or when a session spills).
 bool Scheduler::SaveToRam(Slot &s, const std::string &session) {
-  if (!ram_ || s.tokens.empty()) return false;
-  if (session.empty() && s.tokens.size() < ram_->BlockSize()) return false;
+  if ((!ram_ && !disk_) || s.tokens.empty()) return false;
+  if (session.empty() && s.tokens.size() < 16) return false;
+  if (!ram_ && !session.empty()) return false;
   size_t size = llama_state_seq_get_size(ctx_, s.seq);
-  if (size == 0 || size > ram_->Budget()) return false;
+  if (size == 0) return false;
+  if (!ram_) {
+    std::vector<uint8_t> blob(size);
+    size_t got = llama_state_seq_get_data(ctx_, blob.data(), blob.size(), s.seq);
+    if (got > 0) {
+      blob.resize(got);
+      disk_->Save(s.tokens, std::move(blob));
+    }
+    return false;
+  }
+  if (size > ram_->Budget() && !disk_) return false;
   std::vector<uint8_t> blob(size);
   size_t got = llama_state_seq_get_data(ctx_, blob.data(), blob.size(), s.seq);
   if (got == 0) return false;
   blob.resize(got);
+  if (disk_ && session.empty()) disk_->Save(s.tokens, blob);  // the I/O thread writes it
   bool ok = ram_->Insert(s.tokens, std::move(blob), session);
   UpdateCounters();
   return ok;
@@ -440,6 +477,7 @@ void Scheduler::ExpireSessions() {
 }
 
 Scheduler::Placement Scheduler::TryAdmit(Request &r) {
+  if (r.diskPending) return Placement::Wait;
   const RequestParams &p = *r.p;
   const std::string &sid = p.sessionId;
   Session *sess = nullptr;
@@ -632,6 +670,40 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
       }
     }
   }
+  if (r.diskReady) {
+    // The blob read for this request; it was verified (checksum) on the I/O thread.
+    r.diskReady = false;
+    size_t c = CommonPrefix(r.diskTokens, r.tokens);
+    if (c >= common + minGain) {
+      if (target->session.empty() && target->tokens.size() > c) SaveToRam(*target, "");
+      CacheEntry tmp;
+      tmp.tokens = std::move(r.diskTokens);
+      tmp.blob = std::move(r.diskBlob);
+      double ms = 0;
+      if (RestoreBlob(*target, tmp, &ms)) {
+        common = c;
+        outcome = "restored";
+        tier = "disk";
+        restoreMs += ms;
+        counters_.diskRestores++;
+      } else {
+        common = 0;
+        outcome = "cold";
+        tier.clear();
+      }
+    }
+    r.diskBlob.clear();
+  } else if (disk_ && canTruncate_ && !r.diskPending) {
+    size_t c = 0;
+    DiskTier::Entry *e = disk_->Lookup(r.tokens, &c);
+    if (e != nullptr && c >= common + minGain) {
+      // Read it on the I/O thread; the request waits without holding a sequence.
+      r.diskPending = true;
+      r.diskTokens = e->tokens;
+      disk_->Read(r.p->id, *e);
+      return Placement::Wait;
+    }
+  }
   // Drop what the prompt does not share; keep one prompt token to decode for logits.
   if (!target->tokens.empty() && target->session.empty() && outcome != "restored" && tier != "shared" &&
       common < target->tokens.size() / 2) {
@@ -675,12 +747,24 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
 
 void Scheduler::Admit() {
   ExpireSessions();
+  if (disk_) {
+    for (auto &res : disk_->Poll()) {
+      for (auto &w : waiting_) {
+        if (w->p->id != res.requestId) continue;
+        w->diskPending = false;
+        w->diskReady = res.ok;
+        if (res.ok) w->diskBlob = std::move(res.blob);
+        else w->diskTokens.clear();
+      }
+    }
+    UpdateCounters();
+  }
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Placement pl = TryAdmit(**it);
     if (pl == Placement::Wait) {
       // A request waiting for its own busy session must not block the others.
       const RequestParams &p = *(*it)->p;
-      bool sessionWait = p.waitForSession && (!p.sessionId.empty() || !p.forkFrom.empty());
+      bool sessionWait = ((*it)->diskPending) || (p.waitForSession && (!p.sessionId.empty() || !p.forkFrom.empty()));
       if (!sessionWait) {
         bool anyFree = false;
         for (auto &s : slots_) anyFree = anyFree || (s.req == nullptr);
@@ -1038,11 +1122,14 @@ void Scheduler::Run() {
       if (!rp->done && !rp->paused) runnable = true;
     }
     bool admittable = false;
+    bool onlyDiskWaits = !waiting_.empty();
+    for (auto &w : waiting_) onlyDiskWaits = onlyDiskWaits && w->diskPending;
     if (!waiting_.empty()) {
       for (auto &s : slots_) {
         if (s.req == nullptr) admittable = true;
       }
     }
+    if (onlyDiskWaits && !runnable) std::this_thread::sleep_for(std::chrono::microseconds(200));
     DrainCommands(!runnable && !admittable);
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -1085,6 +1172,7 @@ void Scheduler::Run() {
   if (ctx_ != nullptr) llama_free(ctx_);
   ctx_ = nullptr;
   mem_ = nullptr;
+  disk_.reset();  // finishes queued writes, then joins the I/O thread
 }
 
 }  // namespace llamux

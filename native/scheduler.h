@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "marker_matcher.h"
+#include "disk_tier.h"
 #include "prefix_cache.h"
 #include "request.h"
 
@@ -37,12 +38,16 @@ struct EngineConfig {
   MarkerSet markers;          // tool-call markers (token ids); empty: plain text path
   size_t cacheRamBytes = 256u << 20;  // RAM tier budget; 0 disables it
   uint32_t sessionTtlMs = 600000;     // idle sessions are released after this
+  std::string cacheDir;               // disk tier folder ("" disables it)
+  uint64_t cacheDiskBytes = 4ull << 30;
+  std::string modelFingerprint;
 };
 
 // Counters the JS thread may read at any time.
 struct CacheCounters {
   std::atomic<uint64_t> ramBytes{0}, ramEntries{0}, ramBudget{0}, ramEvictions{0};
   std::atomic<uint64_t> sessions{0}, pinned{0}, spills{0}, restores{0}, shares{0};
+  std::atomic<uint64_t> diskBytes{0}, diskEntries{0}, diskBudget{0}, diskRestores{0}, diskRejected{0};
 };
 
 class Scheduler {
@@ -145,6 +150,7 @@ class Scheduler {
   std::vector<MarkerMatcher::Output> outs_;
   std::unordered_map<std::string, Session> sessions_;
   std::unique_ptr<StateCache> ram_;
+  std::unique_ptr<DiskTier> disk_;
   Clock::time_point lastExpiry_;
   CacheCounters counters_;
   mutable std::vector<llama_token> scratch_;

@@ -77,6 +77,8 @@ export interface NativeEngineOptions {
   prefillChunk: number;
   cacheRamBytes: number;
   sessionTtlMs: number;
+  cacheDir?: string;
+  cacheDiskBytes?: number;
   markerStart?: Int32Array;
   markerEnd?: Int32Array;
   markerPayloadStart?: Int32Array;
@@ -129,7 +131,7 @@ export interface NativeStats {
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
   cacheOutcome: 'exact' | 'partial' | 'sticky' | 'restored' | 'cold';
-  cacheTier: '' | 'live' | 'shared' | 'ram';
+  cacheTier: '' | 'live' | 'shared' | 'ram' | 'disk';
   restoreMs: number;
 }
 
@@ -143,6 +145,12 @@ export interface NativeCacheStats {
   spills: number;
   restores: number;
   sharedPrefixes: number;
+  diskBytes: number;
+  diskEntries: number;
+  diskBudget: number;
+  diskRestores: number;
+  /** Disk files removed because they were truncated, corrupt or foreign. */
+  diskRejected: number;
 }
 
 export interface NativeReady {

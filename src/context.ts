@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
 import { native, type NativeCacheStats, type NativeEngine, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
 import { AsyncQueue } from './async-queue.js';
 import { LlamuxError, abortError, fromNative, type LlamuxErrorCode } from './errors.js';
@@ -191,6 +193,7 @@ export class Context {
       prefillChunk: opts.prefillChunk ?? 0,
       cacheRamBytes: Math.floor(opts.cacheRamMb * 1024 * 1024),
       sessionTtlMs: opts.sessionTtlMs,
+      ...(opts.cacheDir ? { cacheDir: resolvePath(opts.cacheDir), cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024) } : {}),
       ...(this.markers ? {
         markerStart: this.markers.start,
         markerEnd: this.markers.end,
@@ -201,6 +204,13 @@ export class Context {
 
   /** @internal */
   static async create(model: Model, opts: ParsedContextOptions): Promise<Context> {
+    if (opts.cacheDir) {
+      try {
+        mkdirSync(resolvePath(opts.cacheDir), { recursive: true });
+      } catch (e) {
+        throw new LlamuxError('INVALID_ARGUMENT', `cacheDir "${opts.cacheDir}" cannot be created: ${(e as Error).message}`, { cause: e });
+      }
+    }
     let ctx: Context;
     try {
       ctx = new Context(model, opts);

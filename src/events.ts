@@ -26,11 +26,11 @@ export interface CacheReport {
   /**
    * `exact`: the whole prompt was in a live sequence; `partial`: a prefix was (from an idle
    * sequence, or shared with another one); `sticky`: the prompt extended its session's
-   * tokens; `restored`: a saved state was restored from the RAM tier; `cold`: nothing reused.
+   * tokens; `restored`: a saved state was restored from the RAM or disk tier; `cold`: nothing reused.
    */
   outcome: 'exact' | 'partial' | 'sticky' | 'restored' | 'cold';
   /** Where the reused KV came from. */
-  tier?: 'live' | 'shared' | 'ram';
+  tier?: 'live' | 'shared' | 'ram' | 'disk';
   reusedTokens: number;
   prefilledTokens: number;
   restoreMs: number;

@@ -67,6 +67,10 @@ export const ContextOptionsSchema = z
     toolCallMarkers: MarkerOptionSchema.optional(),
     /** RAM tier of saved sequence states, in MiB (0 disables it). */
     cacheRamMb: z.number().min(0).default(256),
+    /** Disk tier folder for saved sequence states (survives restarts); off when unset. */
+    cacheDir: z.string().min(1).optional(),
+    /** Disk tier budget in MiB. */
+    cacheDiskMb: z.number().min(0).default(4096),
     /** Idle sessions release their pinned sequence after this many milliseconds. */
     sessionTtlMs: z.number().int().positive().default(600_000),
   })
