@@ -109,6 +109,7 @@ Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) 
   cfg.cacheDir = GetString(o, "cacheDir", "");
   cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));
   cfg.modelFingerprint = model_->fingerprint;
+  cfg.reuse = GetBool(o, "prefixCache", true);
   readTokens("markerStart", &cfg.markers.start);
   readTokens("markerEnd", &cfg.markers.end);
   readTokens("markerPayloadStart", &cfg.markers.payloadStart);

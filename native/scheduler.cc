@@ -99,10 +99,10 @@ bool Scheduler::Start(std::string *error) {
   canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_);
   slots_.resize(cfg_.nSeqMax);
   for (uint32_t i = 0; i < cfg_.nSeqMax; i++) slots_[i].seq = static_cast<int32_t>(i);
-  if (cfg_.cacheRamBytes > 0) ram_ = std::make_unique<StateCache>(cfg_.cacheRamBytes);
+  if (cfg_.cacheRamBytes > 0 && cfg_.reuse) ram_ = std::make_unique<StateCache>(cfg_.cacheRamBytes);
   counters_.ramBudget = cfg_.cacheRamBytes;
   lastExpiry_ = Clock::now();
-  if (!cfg_.cacheDir.empty()) {
+  if (!cfg_.cacheDir.empty() && cfg_.reuse) {
     // Files are only valid for the same weights and the same KV layout.
     Hash128 h;
     h.UpdateString(cfg_.modelFingerprint);
@@ -590,6 +590,10 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
     if (target == nullptr) return Placement::Wait;
   }
   std::string outcome = "cold", tier;
+  if (!cfg_.reuse) {
+    llama_memory_seq_rm(mem_, target->seq, -1, -1);
+    target->tokens.clear();
+  }
   size_t common = CommonPrefix(target->tokens, r.tokens);
   if (!canTruncate_ && common < target->tokens.size()) common = 0;
   if (common > 0) {
@@ -600,7 +604,7 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
   // (shared cells with unified KV), or the RAM tier.
   const size_t minGain = 8;
   double restoreMs = 0;
-  if (sess != nullptr && sess->slot < 0 && ram_) {
+  if (sess != nullptr && sess->slot < 0 && ram_ && cfg_.reuse) {
     CacheEntry *e = ram_->FindSession(sid);
     if (e != nullptr) {
       size_t c = CommonPrefix(e->tokens, r.tokens);
@@ -624,7 +628,7 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
       }
     }
   }
-  if (cfg_.kvUnified && canTruncate_) {
+  if (cfg_.kvUnified && canTruncate_ && cfg_.reuse) {
     Slot *src = nullptr;
     size_t srcCommon = common;
     for (auto &s : slots_) {
@@ -648,7 +652,7 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
       counters_.shares++;
     }
   }
-  if (ram_ && canTruncate_) {
+  if (ram_ && canTruncate_ && cfg_.reuse) {
     size_t c = 0;
     CacheEntry *e = ram_->Lookup(r.tokens, &c);
     if (e != nullptr && c >= common + minGain && target->session.empty() && target->tokens.size() > c) {
@@ -693,7 +697,7 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
       }
     }
     r.diskBlob.clear();
-  } else if (disk_ && canTruncate_ && !r.diskPending) {
+  } else if (disk_ && canTruncate_ && !r.diskPending && cfg_.reuse) {
     size_t c = 0;
     DiskTier::Entry *e = disk_->Lookup(r.tokens, &c);
     if (e != nullptr && c >= common + minGain) {

@@ -41,6 +41,7 @@ struct EngineConfig {
   std::string cacheDir;               // disk tier folder ("" disables it)
   uint64_t cacheDiskBytes = 4ull << 30;
   std::string modelFingerprint;
+  bool reuse = true;  // false: every request prefills its whole prompt (a baseline)
 };
 
 // Counters the JS thread may read at any time.

@@ -77,6 +77,7 @@ export interface NativeEngineOptions {
   prefillChunk: number;
   cacheRamBytes: number;
   sessionTtlMs: number;
+  prefixCache: boolean;
   cacheDir?: string;
   cacheDiskBytes?: number;
   markerStart?: Int32Array;

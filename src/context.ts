@@ -193,6 +193,7 @@ export class Context {
       prefillChunk: opts.prefillChunk ?? 0,
       cacheRamBytes: Math.floor(opts.cacheRamMb * 1024 * 1024),
       sessionTtlMs: opts.sessionTtlMs,
+      prefixCache: opts.prefixCache,
       ...(opts.cacheDir ? { cacheDir: resolvePath(opts.cacheDir), cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024) } : {}),
       ...(this.markers ? {
         markerStart: this.markers.start,

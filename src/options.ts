@@ -65,6 +65,8 @@ export const ContextOptionsSchema = z
      * and chat template; the default, falling back to the model's loadModel option), or false.
      */
     toolCallMarkers: MarkerOptionSchema.optional(),
+    /** Reuse KV across requests (live sequences, sessions, tiers). false: every prompt is prefilled in full. */
+    prefixCache: z.boolean().default(true),
     /** RAM tier of saved sequence states, in MiB (0 disables it). */
     cacheRamMb: z.number().min(0).default(256),
     /** Disk tier folder for saved sequence states (survives restarts); off when unset. */

@@ -16,7 +16,8 @@ export type TestModelName =
   | 'near-tie'
   | 'two-turn'
   | 'long-script'
-  | 'demo';
+  | 'demo'
+  | 'two-calls';
 
 export const TEST_MODEL_NAMES: readonly TestModelName[] = [
   'single-marker',
@@ -26,6 +27,7 @@ export const TEST_MODEL_NAMES: readonly TestModelName[] = [
   'two-turn',
   'long-script',
   'demo',
+  'two-calls',
 ];
 
 /** A fixture on disk: its path and what tests may assert. */
@@ -224,6 +226,47 @@ function longScript(): ScriptedModelSpec {
   };
 }
 
+/**
+ * `two-calls`: text, two `<tool_call>` spans in one turn separated by a newline, then text.
+ * `<tool_call>` opens `get_weather` until `▁"Paris"` has appeared, then `get_time`;
+ * `</tool_call>` is followed by a newline until `▁"CET"}}` has appeared, then by the closing text.
+ */
+const twoCalls: ScriptedModelSpec = {
+  name: 'two-calls',
+  special: [
+    { text: '<tool_call>', type: 'USER_DEFINED' },
+    { text: '</tool_call>', type: 'USER_DEFINED' },
+  ],
+  markers: { toolCallStart: '<tool_call>', toolCallEnd: '</tool_call>' },
+  scripts: [
+    {
+      name: 'main',
+      prompt: sp('Weather| and| time| in| Paris:'),
+      continuation: [
+        ...sp(' Checking| both.'),
+        '<tool_call>',
+        ...TOOL_CALL_PAYLOAD,
+        `${SPACE}"Paris"`,
+        '}}',
+        '</tool_call>',
+        '<0x0A>',
+        '<tool_call>',
+        '{"tool":',
+        `${SPACE}"get_time",`,
+        `${SPACE}"args":`,
+        `${SPACE}{"tz":`,
+        `${SPACE}"CET"}}`,
+        '</tool_call>',
+        ...sp(' Both| requested.'),
+      ],
+    },
+  ],
+  flags: [
+    { flag: `${SPACE}"Paris"`, trigger: '<tool_call>', without: '{"name":', with: '{"tool":' },
+    { flag: `${SPACE}"CET"}}`, trigger: '</tool_call>', without: '<0x0A>', with: `${SPACE}Both` },
+  ],
+};
+
 /** The spec of a ready-made fixture. */
 export function testModelSpec(name: TestModelName): ScriptedModelSpec {
   switch (name) {
@@ -241,6 +284,8 @@ export function testModelSpec(name: TestModelName): ScriptedModelSpec {
       return twoTurn('demo');
     case 'long-script':
       return longScript();
+    case 'two-calls':
+      return twoCalls;
     default:
       throw new RangeError(`Unknown test model "${String(name)}"`);
   }

@@ -41,6 +41,20 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
     await ctx.dispose();
   });
 
+  it('with prefixCache off every prompt is prefilled in full', async () => {
+    const ctx = await model.createContext({ contextSize: 1024, sequences: 2, prefixCache: false });
+    const prompt = model.tokenize(words(40, 12));
+    const a = await ctx.complete({ prompt, maxTokens: 3, temperature: 0, logitBias: noEos });
+    const b = await ctx.complete({ prompt, maxTokens: 3, temperature: 0, logitBias: noEos, sessionId: 'off' });
+    const c = await ctx.complete({ prompt, maxTokens: 3, temperature: 0, logitBias: noEos, sessionId: 'off' });
+    for (const r of [a, b, c]) {
+      expect(r.cache.outcome).toBe('cold');
+      expect(r.prefilledTokens).toBe(prompt.length);
+    }
+    expect(b.text).toBe(a.text);
+    await ctx.dispose();
+  });
+
   it('sticky sessions prefill only the new tokens (+1) and diverging prompts keep the common prefix', async () => {
     const ctx = await model.createContext({ contextSize: 2048, sequences: 2 });
     const p1 = model.tokenize(words(50, 2));

@@ -1,0 +1,288 @@
+// Chat prompt building with exact tool-call replay: the template renders the conversation, the
+// text parts are tokenized, and every assistant tool call whose exact tokens are known is
+// spliced in verbatim, so the KV computed while the model generated it is reused.
+import type { Context } from '../context.js';
+import { LlamuxError } from '../errors.js';
+import type { Model } from '../model.js';
+import type { ChatTemplate } from './template.js';
+import type { ChatMessage, ChatToolCall, ChatToolDefinition } from './types.js';
+
+/** What llamux knows of a tool call the model generated: its exact span. */
+export interface ReplaySpan {
+  /** The exact bytes between the start and end markers. */
+  text: string;
+  /** The exact tokens of the span, start and end markers included. */
+  tokens: ArrayLike<number>;
+  /**
+   * Text the model generated in the same turn just before this span (after the previous span or
+   * the turn start), with its exact tokens. Spliced too when the template renders the assistant
+   * content byte-identically.
+   */
+  prelude?: { text: string; tokens: ArrayLike<number> };
+}
+
+/** Marker texts as they appear in rendered prompts. */
+export interface MarkerTexts {
+  start: string;
+  end: string;
+}
+
+export interface BuildChatPromptOptions {
+  template: ChatTemplate;
+  tools?: readonly ChatToolDefinition[];
+  /** Default true. */
+  addGenerationPrompt?: boolean;
+  variables?: Record<string, unknown>;
+  /** The tool-call markers as text; without them nothing is replayed. */
+  markers?: MarkerTexts;
+  /** The stored span of a historical call, or undefined to render the call through the template. */
+  replay?: (call: ChatToolCall, messageIndex: number) => ReplaySpan | undefined;
+  /**
+   * Parse special-token text (e.g. `<|im_start|>`) inside message contents. Off by default: a
+   * user who types a control token gets its characters, not the token. Template text is always
+   * parsed.
+   */
+  parseSpecialInContent?: boolean;
+}
+
+export interface ChatPrompt {
+  /** The rendered template text (tool calls as the template renders them). */
+  text: string;
+  /** The prompt tokens, with replayed spans spliced in. */
+  tokens: Int32Array;
+  /** Ids of calls whose stored exact tokens were spliced in. */
+  replayed: string[];
+  /** Ids of calls rendered through the template because no stored span was given. */
+  unknown: string[];
+  /** Ids of calls that had a stored span but whose rendering could not be located in the prompt. */
+  unlocated: string[];
+  /** Tokens inserted verbatim (spans and preludes). */
+  splicedTokens: number;
+}
+
+type Segment = { kind: 'text'; text: string; parseSpecial: boolean } | { kind: 'tokens'; tokens: ArrayLike<number> };
+
+interface Region {
+  start: number;
+  end: number;
+  tokens: ArrayLike<number>;
+}
+
+const protectionCache = new WeakMap<Model, Map<string, boolean>>();
+
+/** Whether parse_special would turn some of `text` into control tokens. */
+function containsControlText(model: Model, text: string): boolean {
+  if (text.length === 0) return false;
+  let cache = protectionCache.get(model);
+  if (!cache) {
+    cache = new Map();
+    protectionCache.set(model, cache);
+  }
+  const cacheable = text.length <= 65_536;
+  if (cacheable) {
+    const hit = cache.get(text);
+    if (hit !== undefined) return hit;
+  }
+  const a = model.tokenize(text, { addSpecial: false, parseSpecial: true });
+  const b = model.tokenize(text, { addSpecial: false, parseSpecial: false });
+  let differs = a.length !== b.length;
+  for (let i = 0; !differs && i < a.length; i++) differs = a[i] !== b[i];
+  if (cacheable) {
+    cache.set(text, differs);
+    if (cache.size > 4096) cache.delete(cache.keys().next().value as string);
+  }
+  return differs;
+}
+
+/** The context's tool-call markers as text, or undefined when it has none. */
+export function markerTexts(ctx: Context): MarkerTexts | undefined {
+  const m = ctx.markers;
+  if (!m) return undefined;
+  return {
+    start: ctx.model.detokenize(m.start, { special: true }),
+    end: ctx.model.detokenize(m.end, { special: true }),
+  };
+}
+
+function contentsOf(m: ChatMessage): string[] {
+  if (m.role === 'assistant') return m.content ? [m.content] : [];
+  return [m.content];
+}
+
+/**
+ * Ranges of untrusted content that contain control-token text: tokenized with parse_special off.
+ * Located by searching each such content, in message order, in the rendered text.
+ */
+function protectedRanges(model: Model, text: string, messages: readonly ChatMessage[]): Array<[number, number]> {
+  const out: Array<[number, number]> = [];
+  let cursor = 0;
+  for (const m of messages) {
+    for (const c of contentsOf(m)) {
+      if (!containsControlText(model, c)) continue;
+      let at = text.indexOf(c, cursor);
+      let len = c.length;
+      if (at < 0) {
+        const escaped = JSON.stringify(c).slice(1, -1);
+        at = text.indexOf(escaped, cursor);
+        len = escaped.length;
+      }
+      if (at < 0) {
+        throw new LlamuxError(
+          'INVALID_ARGUMENT',
+          `A ${m.role} message contains special-token text that the chat template transforms, so it cannot be kept out of the control tokens; remove the special-token text or enable parseSpecialInContent for trusted input`,
+        );
+      }
+      out.push([at, at + len]);
+      cursor = at + len;
+    }
+  }
+  return out;
+}
+
+/**
+ * Renders a conversation and tokenizes it for generation. Historical tool calls for which
+ * `replay` returns a stored span are spliced in as their exact tokens; the rest of the text is
+ * tokenized piecewise (template text with parse_special, untrusted content containing control
+ * text without). Cut points sit where the previous turn's prompt ended, so a prompt always
+ * extends the token sequence of the turn before it.
+ *
+ * @throws LlamuxError INVALID_ARGUMENT (the template refuses the conversation, or content with
+ *   control-token text cannot be located)
+ */
+export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], options: BuildChatPromptOptions): ChatPrompt {
+  const { template, tools, variables, markers, replay } = options;
+  const addGen = options.addGenerationPrompt ?? true;
+  const text = template.renderUnchecked(messages, tools, addGen, variables);
+  const regions: Region[] = [];
+  const cuts: number[] = [];
+  const replayed: string[] = [];
+  const unknown: string[] = [];
+  const unlocated: string[] = [];
+  let cursor = 0;
+
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]!;
+    if (m.role !== 'assistant' || !m.toolCalls || m.toolCalls.length === 0) continue;
+    const calls = m.toolCalls;
+    const spans = calls.map((c) => (markers && replay ? replay(c, i) : undefined));
+    for (let j = 0; j < calls.length; j++) if (!spans[j]) unknown.push(calls[j]!.id);
+    if (spans.every((s) => !s)) continue;
+    const fail = (): void => {
+      for (let j = 0; j < calls.length; j++) if (spans[j]) unlocated.push(calls[j]!.id);
+    };
+    if (i === 0 || !markers) {
+      fail();
+      continue;
+    }
+    let prefix: string;
+    try {
+      prefix = template.renderUnchecked(messages.slice(0, i), tools, true, variables);
+    } catch {
+      fail();
+      continue;
+    }
+    if (prefix.length < cursor || !text.startsWith(prefix)) {
+      fail();
+      continue;
+    }
+    // Locate each call's rendered block, in order, after the assistant header.
+    const blocks: Array<{ gapStart: number; start: number; end: number }> = [];
+    let pos = prefix.length;
+    let ok = true;
+    for (const call of calls) {
+      const s = text.indexOf(markers.start, pos);
+      const e = s < 0 ? -1 : text.indexOf(markers.end, s + markers.start.length);
+      if (s < 0 || e < 0 || !text.slice(s, e).includes(call.name)) {
+        ok = false;
+        break;
+      }
+      blocks.push({ gapStart: pos, start: s, end: e + markers.end.length });
+      pos = e + markers.end.length;
+    }
+    if (!ok) {
+      fail();
+      continue;
+    }
+    cuts.push(prefix.length);
+    for (let j = 0; j < calls.length; j++) {
+      const span = spans[j];
+      const b = blocks[j]!;
+      if (!span) continue;
+      const gap = text.slice(b.gapStart, b.start);
+      if (span.prelude && gap.length > 0 && gap === span.prelude.text) {
+        regions.push({ start: b.gapStart, end: b.end, tokens: concatTokens(span.prelude.tokens, span.tokens) });
+      } else {
+        regions.push({ start: b.start, end: b.end, tokens: span.tokens });
+      }
+      replayed.push(calls[j]!.id);
+    }
+    cursor = pos;
+  }
+
+  const prot = options.parseSpecialInContent ? [] : protectedRanges(model, text, messages);
+  const segments = segment(text, regions, cuts, prot);
+  const addBos = !(template.bosToken !== '' && text.startsWith(template.bosToken));
+  const parts: ArrayLike<number>[] = [];
+  let total = 0;
+  let spliced = 0;
+  let first = true;
+  for (const seg of segments) {
+    let toks: ArrayLike<number>;
+    if (seg.kind === 'tokens') {
+      toks = seg.tokens;
+      spliced += toks.length;
+    } else {
+      toks = model.tokenize(seg.text, { addSpecial: first && addBos, parseSpecial: seg.parseSpecial });
+    }
+    first = false;
+    parts.push(toks);
+    total += toks.length;
+  }
+  if (segments.length === 0 && addBos) {
+    const bos = model.tokenize('', { addSpecial: true });
+    parts.push(bos);
+    total += bos.length;
+  }
+  const tokens = new Int32Array(total);
+  let o = 0;
+  for (const p of parts) {
+    tokens.set(p, o);
+    o += p.length;
+  }
+  return { text, tokens, replayed, unknown, unlocated, splicedTokens: spliced };
+}
+
+function concatTokens(a: ArrayLike<number>, b: ArrayLike<number>): Int32Array {
+  const out = new Int32Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+/** Splits the text into token regions and text pieces (cut at `cuts` and around protected ranges). */
+function segment(text: string, regions: Region[], cuts: number[], prot: Array<[number, number]>): Segment[] {
+  const out: Segment[] = [];
+  const bounds = new Set<number>(cuts);
+  for (const [a, b] of prot) {
+    bounds.add(a);
+    bounds.add(b);
+  }
+  const isProtected = (a: number, b: number): boolean => prot.some(([pa, pb]) => a >= pa && b <= pb);
+  const pushText = (from: number, to: number): void => {
+    if (to <= from) return;
+    const points = [...bounds].filter((p) => p > from && p < to).sort((x, y) => x - y);
+    let start = from;
+    for (const p of [...points, to]) {
+      if (p > start) out.push({ kind: 'text', text: text.slice(start, p), parseSpecial: !isProtected(start, p) });
+      start = p;
+    }
+  };
+  let pos = 0;
+  for (const r of regions) {
+    pushText(pos, r.start);
+    out.push({ kind: 'tokens', tokens: r.tokens });
+    pos = r.end;
+  }
+  pushText(pos, text.length);
+  return out;
+}

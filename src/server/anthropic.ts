@@ -1,0 +1,310 @@
+// POST /v1/messages: the Anthropic Messages API (stream and non-stream, tool_use / tool_result).
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { z } from 'zod';
+import type { ChatMessage, ChatToolCall } from '../chat/types.js';
+import { HttpError, SseWriter, errorBody, parseBody, readJson, sendJson, toHttpError } from './http.js';
+import { conversationHeader, type ChatRequest, type ChatService, type ToolChoice, type Usage } from './service.js';
+
+const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
+const cacheControl = z.unknown().optional();
+
+const TextBlock = z.object({ type: z.literal('text'), text: z.string(), cache_control: cacheControl, citations: z.unknown().optional() }).strict();
+const ToolUseBlock = z
+  .object({ type: z.literal('tool_use'), id: z.string().min(1).max(256), name: TOOL_NAME, input: z.record(z.string(), z.unknown()), cache_control: cacheControl })
+  .strict();
+const ToolResultBlock = z
+  .object({
+    type: z.literal('tool_result'),
+    tool_use_id: z.string().min(1).max(256),
+    content: z.union([z.string(), z.array(TextBlock)]).optional(),
+    is_error: z.boolean().optional(),
+    cache_control: cacheControl,
+  })
+  .strict();
+const ThinkingBlock = z.object({ type: z.literal('thinking'), thinking: z.string(), signature: z.string().optional() }).strict();
+const RedactedThinkingBlock = z.object({ type: z.literal('redacted_thinking'), data: z.string() }).strict();
+const Block = z.discriminatedUnion('type', [TextBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock]);
+const SUPPORTED_BLOCKS = new Set(['text', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking']);
+
+const disableParallel = z.boolean().optional();
+
+export const MessagesRequestSchema = z
+  .object({
+    model: z.string().min(1).max(256),
+    max_tokens: z.number().int().positive(),
+    messages: z
+      .array(z.object({ role: z.enum(['user', 'assistant']), content: z.union([z.string(), z.array(Block)]) }).strict())
+      .min(1),
+    system: z.union([z.string(), z.array(TextBlock)]).optional(),
+    stop_sequences: z.array(z.string().min(1)).max(16).optional(),
+    stream: z.boolean().optional(),
+    temperature: z.number().min(0).max(1).optional(),
+    top_p: z.number().gt(0).max(1).optional(),
+    top_k: z.number().int().min(0).optional(),
+    tools: z
+      .array(
+        z
+          .object({
+            name: TOOL_NAME,
+            description: z.string().optional(),
+            input_schema: z.record(z.string(), z.unknown()),
+            type: z.literal('custom').optional(),
+            cache_control: cacheControl,
+          })
+          .strict(),
+      )
+      .optional(),
+    tool_choice: z
+      .discriminatedUnion('type', [
+        z.object({ type: z.literal('auto'), disable_parallel_tool_use: disableParallel }).strict(),
+        z.object({ type: z.literal('any'), disable_parallel_tool_use: disableParallel }).strict(),
+        z.object({ type: z.literal('tool'), name: TOOL_NAME, disable_parallel_tool_use: disableParallel }).strict(),
+        z.object({ type: z.literal('none') }).strict(),
+      ])
+      .optional(),
+    metadata: z.object({ user_id: z.string().nullable().optional() }).strict().optional(),
+    thinking: z.object({ type: z.literal('disabled') }).strict().optional(),
+    service_tier: z.string().optional(),
+  })
+  .strict();
+type MessagesRequest = z.output<typeof MessagesRequestSchema>;
+type BlockT = z.output<typeof Block>;
+
+export const CountTokensRequestSchema = MessagesRequestSchema.omit({ max_tokens: true, stream: true, stop_sequences: true, temperature: true, top_p: true, top_k: true, metadata: true, service_tier: true });
+
+function checkBlocks(body: unknown): void {
+  const msgs = (body as { messages?: unknown })?.messages;
+  if (!Array.isArray(msgs)) return;
+  msgs.forEach((m, i) => {
+    const content = (m as { content?: unknown })?.content;
+    if (!Array.isArray(content)) return;
+    content.forEach((b, j) => {
+      const type = (b as { type?: unknown })?.type;
+      if (typeof type === 'string' && !SUPPORTED_BLOCKS.has(type)) {
+        throw new HttpError(400, 'invalid_request', `messages.${i}.content.${j}: content blocks of type "${type}" are not supported by this server (text, tool_use, tool_result, thinking are)`);
+      }
+    });
+  });
+  const tools = (body as { tools?: unknown })?.tools;
+  if (Array.isArray(tools)) {
+    tools.forEach((t, i) => {
+      const type = (t as { type?: unknown })?.type;
+      if (typeof type === 'string' && type !== 'custom') {
+        throw new HttpError(400, 'invalid_request', `tools.${i}: server tools ("${type}") are not supported; define the tool with "name" and "input_schema"`);
+      }
+    });
+  }
+}
+
+function blocksText(content: string | ReadonlyArray<{ text: string }> | undefined): string {
+  if (content === undefined) return '';
+  return typeof content === 'string' ? content : content.map((b) => b.text).join('');
+}
+
+/** Anthropic messages → llamux chat messages: tool_result blocks become tool messages, in block order. */
+export function anthropicToChatMessages(system: MessagesRequest['system'], messages: MessagesRequest['messages']): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  if (system !== undefined) {
+    const text = blocksText(system);
+    if (text.length > 0) out.push({ role: 'system', content: text });
+  }
+  for (const m of messages) {
+    if (typeof m.content === 'string') {
+      out.push(m.role === 'user' ? { role: 'user', content: m.content } : { role: 'assistant', content: m.content });
+      continue;
+    }
+    const blocks = m.content as BlockT[];
+    if (m.role === 'user') {
+      let text: string[] = [];
+      const flush = (): void => {
+        if (text.length) out.push({ role: 'user', content: text.join('') });
+        text = [];
+      };
+      for (const b of blocks) {
+        if (b.type === 'text') text.push(b.text);
+        else if (b.type === 'tool_result') {
+          flush();
+          out.push({ role: 'tool', toolCallId: b.tool_use_id, content: blocksText(b.content) });
+        } else if (b.type === 'tool_use') {
+          throw new HttpError(400, 'invalid_request', 'tool_use blocks belong in assistant messages');
+        }
+      }
+      flush();
+    } else {
+      const text: string[] = [];
+      const reasoning: string[] = [];
+      const calls: ChatToolCall[] = [];
+      for (const b of blocks) {
+        if (b.type === 'text') text.push(b.text);
+        else if (b.type === 'thinking') reasoning.push(b.thinking);
+        else if (b.type === 'tool_use') calls.push({ id: b.id, name: b.name, arguments: b.input });
+        else if (b.type === 'tool_result') throw new HttpError(400, 'invalid_request', 'tool_result blocks belong in user messages');
+      }
+      const content = text.join('');
+      out.push({
+        role: 'assistant',
+        content: content.length > 0 ? content : null,
+        ...(calls.length ? { toolCalls: calls } : {}),
+        ...(reasoning.length ? { reasoningContent: reasoning.join('') } : {}),
+      });
+    }
+  }
+  return out;
+}
+
+function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: number }, conversation: string | undefined): ChatRequest {
+  let toolChoice: ToolChoice = 'auto';
+  let parallel = true;
+  const tc = b.tool_choice;
+  if (tc) {
+    if (tc.type === 'none') toolChoice = 'none';
+    else {
+      if (tc.type === 'any') toolChoice = 'required';
+      else if (tc.type === 'tool') toolChoice = { name: tc.name };
+      parallel = !tc.disable_parallel_tool_use;
+    }
+  }
+  if (typeof toolChoice === 'object' && !(b.tools ?? []).some((t) => t.name === (toolChoice as { name: string }).name)) {
+    throw new HttpError(400, 'invalid_request', `tool_choice names the tool "${toolChoice.name}", which is not in "tools"`);
+  }
+  const generate: ChatRequest['generate'] = { stop: b.stop_sequences ?? [] };
+  if (b.max_tokens !== undefined) generate.maxTokens = b.max_tokens;
+  if (b.temperature !== undefined) generate.temperature = b.temperature;
+  if (b.top_p !== undefined) generate.topP = b.top_p;
+  if (b.top_k !== undefined) generate.topK = b.top_k;
+  return {
+    messages: anthropicToChatMessages(b.system, b.messages),
+    tools: (b.tools ?? []).map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema })),
+    toolChoice,
+    parallelToolCalls: parallel,
+    generate,
+    ...(conversation !== undefined ? { conversationHeader: conversation } : {}),
+    idPrefix: 'toolu_',
+  };
+}
+
+function stopReason(reason: string): 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' {
+  if (reason === 'tool_calls') return 'tool_use';
+  if (reason === 'length') return 'max_tokens';
+  if (reason === 'stop') return 'stop_sequence';
+  return 'end_turn';
+}
+
+function usageOf(u: Usage) {
+  return {
+    input_tokens: u.promptTokens - u.cachedTokens,
+    output_tokens: u.completionTokens,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: u.cachedTokens,
+  };
+}
+
+export async function handleCountTokens(req: IncomingMessage, res: ServerResponse, service: ChatService, maxBodyBytes: number): Promise<void> {
+  const raw = await readJson(req, maxBodyBytes);
+  checkBlocks(raw);
+  const body = parseBody(CountTokensRequestSchema, raw);
+  const prepared = service.prepare(toChatRequest(body, undefined));
+  sendJson(res, 200, { input_tokens: prepared.prompt.tokens.length });
+}
+
+export async function handleMessages(
+  req: IncomingMessage,
+  res: ServerResponse,
+  service: ChatService,
+  maxBodyBytes: number,
+  signal: AbortSignal,
+): Promise<void> {
+  const raw = await readJson(req, maxBodyBytes);
+  checkBlocks(raw);
+  const body = parseBody(MessagesRequestSchema, raw);
+  const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']));
+  const prepared = service.prepare(chatReq);
+  const headers = { 'x-llamux-conversation': prepared.conversationId };
+  const id = `msg_${randomBytes(12).toString('hex')}`;
+  const events = service.run(prepared, chatReq, signal);
+
+  if (!body.stream) {
+    const content: Array<Record<string, unknown>> = [];
+    for await (const ev of events) {
+      if (ev.type === 'text') {
+        const last = content[content.length - 1];
+        if (last?.type === 'text') last.text = `${last.text as string}${ev.text}`;
+        else content.push({ type: 'text', text: ev.text });
+      } else if (ev.type === 'toolCall') {
+        content.push({ type: 'tool_use', id: ev.call.id, name: ev.call.name, input: ev.call.arguments });
+      } else {
+        sendJson(
+          res,
+          200,
+          {
+            id,
+            type: 'message',
+            role: 'assistant',
+            model: body.model,
+            content,
+            stop_reason: stopReason(ev.reason),
+            stop_sequence: ev.reason === 'stop' ? (ev.stop ?? null) : null,
+            usage: usageOf(ev.usage),
+          },
+          headers,
+        );
+      }
+    }
+    return;
+  }
+
+  const sse = new SseWriter(res, headers);
+  const send = (data: { type: string } & Record<string, unknown>): void => sse.send(data, data.type);
+  let index = -1;
+  let openText = false;
+  const closeText = (): void => {
+    if (openText) send({ type: 'content_block_stop', index });
+    openText = false;
+  };
+  try {
+    send({
+      type: 'message_start',
+      message: {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model: body.model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        // Known exactly once generation ends; message_delta carries the final numbers.
+        usage: { input_tokens: prepared.prompt.tokens.length, output_tokens: 0, cache_creation_input_tokens: null, cache_read_input_tokens: null },
+      },
+    });
+    send({ type: 'ping' });
+    for await (const ev of events) {
+      if (ev.type === 'text') {
+        if (!openText) {
+          index++;
+          openText = true;
+          send({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } });
+        }
+        send({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: ev.text } });
+      } else if (ev.type === 'toolCall') {
+        closeText();
+        index++;
+        send({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: ev.call.id, name: ev.call.name, input: {} } });
+        send({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: ev.call.argumentsJson } });
+        send({ type: 'content_block_stop', index });
+      } else {
+        closeText();
+        send({
+          type: 'message_delta',
+          delta: { stop_reason: stopReason(ev.reason), stop_sequence: ev.reason === 'stop' ? (ev.stop ?? null) : null },
+          usage: usageOf(ev.usage),
+        });
+        send({ type: 'message_stop' });
+      }
+    }
+  } catch (e) {
+    if (!signal.aborted) sse.send(errorBody('anthropic', toHttpError(e)).body, 'error');
+  } finally {
+    sse.end();
+  }
+}

@@ -1,0 +1,163 @@
+// HTTP plumbing shared by the endpoints: bounded JSON bodies, errors in each SDK's shape, SSE.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { z } from 'zod';
+import { LlamuxError, isLlamuxError } from '../errors.js';
+import { parseOptions } from '../options.js';
+
+export type ApiFlavor = 'openai' | 'anthropic';
+
+export type HttpErrorKind = 'invalid_request' | 'authentication' | 'not_found' | 'too_large' | 'overloaded' | 'server' | 'context_length';
+
+/** An error that becomes an HTTP response in the caller's API shape. */
+export class HttpError extends Error {
+  readonly status: number;
+  readonly kind: HttpErrorKind;
+  readonly param?: string;
+  constructor(status: number, kind: HttpErrorKind, message: string, param?: string) {
+    super(message);
+    this.status = status;
+    this.kind = kind;
+    if (param !== undefined) this.param = param;
+  }
+}
+Object.defineProperty(HttpError.prototype, 'name', { value: 'HttpError', writable: true, configurable: true });
+
+/** Maps any thrown value to an HttpError. */
+export function toHttpError(e: unknown): HttpError {
+  if (e instanceof HttpError) return e;
+  if (isLlamuxError(e)) {
+    switch (e.code) {
+      case 'INVALID_ARGUMENT':
+        return new HttpError(400, 'invalid_request', e.message);
+      case 'CONTEXT_OVERFLOW':
+        return new HttpError(400, 'context_length', e.message);
+      case 'QUEUE_FULL':
+      case 'KV_CACHE_FULL':
+        return new HttpError(503, 'overloaded', e.message);
+      case 'DISPOSED':
+        return new HttpError(503, 'overloaded', 'The server is shutting down');
+      default:
+        return new HttpError(500, 'server', e.message);
+    }
+  }
+  return new HttpError(500, 'server', e instanceof Error ? e.message : String(e));
+}
+
+/** The error body each SDK understands. */
+export function errorBody(api: ApiFlavor, err: HttpError): { status: number; body: unknown } {
+  if (api === 'anthropic') {
+    const type = {
+      invalid_request: 'invalid_request_error',
+      context_length: 'invalid_request_error',
+      authentication: 'authentication_error',
+      not_found: 'not_found_error',
+      too_large: 'request_too_large',
+      overloaded: 'overloaded_error',
+      server: 'api_error',
+    }[err.kind];
+    const status = err.kind === 'overloaded' ? 529 : err.status;
+    return { status, body: { type: 'error', error: { type, message: err.message } } };
+  }
+  const type = err.kind === 'server' || err.kind === 'overloaded' ? 'server_error' : 'invalid_request_error';
+  const code = {
+    invalid_request: null,
+    context_length: 'context_length_exceeded',
+    authentication: 'invalid_api_key',
+    not_found: 'not_found',
+    too_large: 'request_too_large',
+    overloaded: 'overloaded',
+    server: null,
+  }[err.kind];
+  return { status: err.status, body: { error: { message: err.message, type, param: err.param ?? null, code } } };
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers });
+  res.end(text);
+}
+
+export function sendError(res: ServerResponse, api: ApiFlavor, err: HttpError, headers: Record<string, string> = {}): void {
+  const { status, body } = errorBody(api, err);
+  sendJson(res, status, body, headers);
+}
+
+/**
+ * Reads a JSON body of at most `limit` bytes.
+ * @throws HttpError 413 (too large), 400 (not JSON), 415 (not JSON content)
+ */
+export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+  const declared = Number(req.headers['content-length']);
+  const tooLarge = (): HttpError => new HttpError(413, 'too_large', `The request body exceeds the limit of ${limit} bytes`);
+  if (Number.isFinite(declared) && declared > limit) {
+    req.resume(); // discard the body; the response goes out now
+    throw tooLarge();
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  await new Promise<void>((resolve, reject) => {
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > limit) {
+        over = true;
+        chunks.length = 0;
+      } else if (!over) chunks.push(c);
+    });
+    req.on('end', () => resolve());
+    req.on('error', reject);
+    req.on('aborted', () => reject(new HttpError(400, 'invalid_request', 'The request was aborted')));
+  });
+  if (over) throw tooLarge();
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') throw new HttpError(400, 'invalid_request', 'The request body is empty; expected a JSON object');
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw new HttpError(400, 'invalid_request', `The request body is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+/** Validates a body with a zod schema; a failure is a 400 naming each bad field. */
+export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  try {
+    return parseOptions(schema, body, 'request body');
+  } catch (e) {
+    if (e instanceof LlamuxError) {
+      const first = e.issues?.[0];
+      throw new HttpError(400, 'invalid_request', e.message, first?.path.length ? first.path.map(String).join('.') : undefined);
+    }
+    throw e;
+  }
+}
+
+/** Server-sent events on a response. */
+export class SseWriter {
+  #res: ServerResponse;
+  constructor(res: ServerResponse, headers: Record<string, string> = {}) {
+    this.#res = res;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+      ...headers,
+    });
+    res.socket?.setNoDelay(true);
+    res.flushHeaders();
+  }
+  get closed(): boolean {
+    return this.#res.destroyed || this.#res.writableEnded;
+  }
+  send(data: unknown, event?: string): void {
+    if (this.closed) return;
+    this.#res.write(`${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+  }
+  end(): void {
+    if (!this.closed) this.#res.end();
+  }
+}

@@ -1,0 +1,4 @@
+/** The OpenAI- and Anthropic-compatible HTTP server. */
+export { createServer, type ServerOptions, type LlamuxServer } from './server.js';
+export { ToolCallStore, type StoredToolCall, type ToolCallStoreLimits } from './store.js';
+export { ServerMetrics, type CacheOutcome } from './metrics.js';

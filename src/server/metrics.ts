@@ -1,0 +1,89 @@
+// Prometheus text exposition of the server's counters.
+
+const TTFT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+type Labels = Record<string, string>;
+
+function key(labels: Labels): string {
+  return Object.keys(labels)
+    .sort()
+    .map((k) => `${k}="${labels[k]!.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`)
+    .join(',');
+}
+
+class Counter {
+  readonly values = new Map<string, number>();
+  constructor(readonly name: string, readonly help: string) {}
+  inc(labels: Labels = {}, by = 1): void {
+    const k = key(labels);
+    this.values.set(k, (this.values.get(k) ?? 0) + by);
+  }
+  render(type = 'counter'): string {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} ${type}`];
+    if (this.values.size === 0 && type === 'counter') lines.push(`${this.name} 0`);
+    for (const [k, v] of this.values) lines.push(k ? `${this.name}{${k}} ${v}` : `${this.name} ${v}`);
+    return lines.join('\n');
+  }
+}
+
+class Histogram {
+  #counts = new Array<number>(TTFT_BUCKETS.length).fill(0);
+  #sum = 0;
+  #n = 0;
+  constructor(readonly name: string, readonly help: string) {}
+  observe(v: number): void {
+    this.#sum += v;
+    this.#n++;
+    for (let i = 0; i < TTFT_BUCKETS.length; i++) if (v <= TTFT_BUCKETS[i]!) this.#counts[i]!++;
+  }
+  render(): string {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
+    TTFT_BUCKETS.forEach((b, i) => lines.push(`${this.name}_bucket{le="${b}"} ${this.#counts[i]}`));
+    lines.push(`${this.name}_bucket{le="+Inf"} ${this.#n}`, `${this.name}_sum ${this.#sum}`, `${this.name}_count ${this.#n}`);
+    return lines.join('\n');
+  }
+}
+
+/** Whether a request's prompt came from the KV cache: all of it but the last token, some, or none. */
+export type CacheOutcome = 'hit' | 'partial' | 'miss';
+
+export class ServerMetrics {
+  readonly requests = new Counter('llamux_requests_total', 'HTTP requests by endpoint and status code.');
+  readonly promptTokens = new Counter('llamux_prompt_tokens_total', 'Prompt tokens of completed generations.');
+  readonly completionTokens = new Counter('llamux_completion_tokens_total', 'Generated tokens.');
+  readonly reusedTokens = new Counter('llamux_reused_tokens_total', 'Prompt tokens served from KV computed by earlier requests.');
+  readonly prefilledTokens = new Counter('llamux_prefilled_tokens_total', 'Prompt tokens decoded.');
+  readonly cacheOutcomes = new Counter('llamux_cache_outcomes_total', 'Generations by prompt-cache outcome (hit: only the last prompt token decoded; partial; miss).');
+  readonly replay = new Counter('llamux_tool_call_replay_total', 'Historical tool calls by replay outcome (replayed: exact tokens spliced; unknown: id not stored or arguments changed; unlocated: stored but not found in the rendered prompt).');
+  readonly toolCalls = new Counter('llamux_tool_calls_total', 'Tool calls returned to clients.');
+  readonly ttft = new Histogram('llamux_time_to_first_token_seconds', 'Time from submission to the first generated token.');
+  inFlight = 0;
+
+  recordGeneration(r: { promptTokens: number; reusedTokens: number; prefilledTokens: number; generatedTokens: number; ttftMs: number }): void {
+    this.promptTokens.inc({}, r.promptTokens);
+    this.completionTokens.inc({}, r.generatedTokens);
+    this.reusedTokens.inc({}, r.reusedTokens);
+    this.prefilledTokens.inc({}, r.prefilledTokens);
+    const outcome: CacheOutcome = r.reusedTokens === 0 ? 'miss' : r.prefilledTokens <= 1 ? 'hit' : 'partial';
+    this.cacheOutcomes.inc({ outcome });
+    if (r.ttftMs >= 0) this.ttft.observe(r.ttftMs / 1000);
+  }
+
+  render(): string {
+    return [
+      this.requests.render(),
+      this.promptTokens.render(),
+      this.completionTokens.render(),
+      this.reusedTokens.render(),
+      this.prefilledTokens.render(),
+      this.cacheOutcomes.render(),
+      this.replay.render(),
+      this.toolCalls.render(),
+      this.ttft.render(),
+      '# HELP llamux_requests_in_flight Generations running or queued.',
+      '# TYPE llamux_requests_in_flight gauge',
+      `llamux_requests_in_flight ${this.inFlight}`,
+      '',
+    ].join('\n');
+  }
+}

@@ -1,0 +1,279 @@
+// POST /v1/chat/completions: the OpenAI Chat Completions API (stream and non-stream, tools).
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { z } from 'zod';
+import type { ChatMessage, ChatToolCall } from '../chat/types.js';
+import { HttpError, SseWriter, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
+import { conversationHeader, type ChatRequest, type ChatService, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
+
+const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
+
+const TextPart = z.object({ type: z.literal('text'), text: z.string() }).strict();
+const RefusalPart = z.object({ type: z.literal('refusal'), refusal: z.string() }).strict();
+const TextContent = z.union([z.string(), z.array(TextPart)]);
+
+const ToolCallSchema = z
+  .object({
+    id: z.string().min(1).max(256),
+    type: z.literal('function'),
+    function: z.object({ name: TOOL_NAME, arguments: z.string() }).strict(),
+  })
+  .strict();
+
+const MessageSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('system'), content: TextContent, name: z.string().optional() }).strict(),
+  z.object({ role: z.literal('developer'), content: TextContent, name: z.string().optional() }).strict(),
+  z.object({ role: z.literal('user'), content: TextContent, name: z.string().optional() }).strict(),
+  z
+    .object({
+      role: z.literal('assistant'),
+      content: z.union([z.string(), z.array(z.union([TextPart, RefusalPart])), z.null()]).optional(),
+      tool_calls: z.array(ToolCallSchema).optional(),
+      name: z.string().optional(),
+      refusal: z.string().nullable().optional(),
+      reasoning_content: z.string().optional(),
+    })
+    .strict(),
+  z.object({ role: z.literal('tool'), tool_call_id: z.string().min(1).max(256), content: TextContent }).strict(),
+]);
+
+const nullable = <T extends z.ZodType>(t: T) => t.nullable().optional();
+
+export const ChatCompletionRequestSchema = z
+  .object({
+    model: z.string().min(1).max(256),
+    messages: z.array(MessageSchema).min(1),
+    stream: nullable(z.boolean()),
+    stream_options: nullable(z.object({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() }).strict()),
+    max_tokens: nullable(z.number().int().positive()),
+    max_completion_tokens: nullable(z.number().int().positive()),
+    temperature: nullable(z.number().min(0).max(2)),
+    top_p: nullable(z.number().gt(0).max(1)),
+    top_k: z.number().int().min(0).optional(),
+    min_p: z.number().min(0).max(1).optional(),
+    repeat_penalty: z.number().gt(0).optional(),
+    frequency_penalty: nullable(z.number().min(-2).max(2)),
+    presence_penalty: nullable(z.number().min(-2).max(2)),
+    seed: nullable(z.number().int()),
+    stop: nullable(z.union([z.string().min(1), z.array(z.string().min(1)).max(16)])),
+    n: nullable(z.literal(1)),
+    tools: z
+      .array(
+        z
+          .object({
+            type: z.literal('function'),
+            function: z
+              .object({
+                name: TOOL_NAME,
+                description: z.string().optional(),
+                parameters: z.record(z.string(), z.unknown()).optional(),
+                strict: nullable(z.boolean()),
+              })
+              .strict(),
+          })
+          .strict(),
+      )
+      .optional(),
+    tool_choice: z
+      .union([
+        z.enum(['none', 'auto', 'required']),
+        z.object({ type: z.literal('function'), function: z.object({ name: TOOL_NAME }).strict() }).strict(),
+      ])
+      .optional(),
+    parallel_tool_calls: z.boolean().optional(),
+    logit_bias: nullable(z.record(z.string().regex(/^\d+$/), z.number().min(-100).max(100))),
+    logprobs: nullable(z.literal(false)),
+    response_format: z.object({ type: z.literal('text') }).strict().optional(),
+    user: z.string().optional(),
+    metadata: nullable(z.record(z.string(), z.string())),
+    store: nullable(z.boolean()),
+    service_tier: nullable(z.string()),
+  })
+  .strict();
+type ChatCompletionRequest = z.output<typeof ChatCompletionRequestSchema>;
+
+function textOf(content: string | ReadonlyArray<{ type: string; text?: string; refusal?: string }> | null | undefined): string {
+  if (content == null) return '';
+  if (typeof content === 'string') return content;
+  return content.map((p) => p.text ?? p.refusal ?? '').join('');
+}
+
+/** Rejects non-text content parts with a clear message before schema validation. */
+function checkParts(body: unknown): void {
+  const msgs = (body as { messages?: unknown })?.messages;
+  if (!Array.isArray(msgs)) return;
+  msgs.forEach((m, i) => {
+    const content = (m as { content?: unknown })?.content;
+    if (!Array.isArray(content)) return;
+    content.forEach((p, j) => {
+      const type = (p as { type?: unknown })?.type;
+      if (typeof type === 'string' && type !== 'text' && type !== 'refusal') {
+        throw new HttpError(400, 'invalid_request', `messages.${i}.content.${j}: content parts of type "${type}" are not supported by this server (only "text")`, `messages.${i}.content.${j}.type`);
+      }
+    });
+  });
+}
+
+/** OpenAI messages → llamux chat messages (leading system/developer messages merged). */
+export function openAIToChatMessages(messages: ChatCompletionRequest['messages']): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  for (const m of messages) {
+    switch (m.role) {
+      case 'system':
+      case 'developer': {
+        const text = textOf(m.content);
+        const prev = out[out.length - 1];
+        if (out.length === 1 && prev?.role === 'system') prev.content = `${prev.content}\n\n${text}`;
+        else out.push({ role: 'system', content: text });
+        break;
+      }
+      case 'user':
+        out.push({ role: 'user', content: textOf(m.content) });
+        break;
+      case 'assistant': {
+        const text = textOf(m.content);
+        const calls: ChatToolCall[] = (m.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }));
+        out.push({
+          role: 'assistant',
+          content: text.length > 0 ? text : null,
+          ...(calls.length ? { toolCalls: calls } : {}),
+          ...(m.reasoning_content !== undefined ? { reasoningContent: m.reasoning_content } : {}),
+        });
+        break;
+      }
+      case 'tool':
+        out.push({ role: 'tool', toolCallId: m.tool_call_id, content: textOf(m.content) });
+        break;
+    }
+  }
+  return out;
+}
+
+function toChatRequest(b: ChatCompletionRequest, conversation: string | undefined): ChatRequest {
+  let toolChoice: ToolChoice = 'auto';
+  if (typeof b.tool_choice === 'string') toolChoice = b.tool_choice;
+  else if (b.tool_choice) toolChoice = { name: b.tool_choice.function.name };
+  if (typeof toolChoice === 'object' && !(b.tools ?? []).some((t) => t.function.name === (toolChoice as { name: string }).name)) {
+    throw new HttpError(400, 'invalid_request', `tool_choice names the function "${toolChoice.name}", which is not in "tools"`, 'tool_choice');
+  }
+  const stop = b.stop == null ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop;
+  const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? undefined;
+  const generate: ChatRequest['generate'] = { stop };
+  if (maxTokens != null) generate.maxTokens = maxTokens;
+  if (b.temperature != null) generate.temperature = b.temperature;
+  if (b.top_p != null) generate.topP = b.top_p;
+  if (b.top_k !== undefined) generate.topK = b.top_k;
+  if (b.min_p !== undefined) generate.minP = b.min_p;
+  if (b.repeat_penalty !== undefined) generate.repeatPenalty = b.repeat_penalty;
+  if (b.frequency_penalty != null) generate.frequencyPenalty = b.frequency_penalty;
+  if (b.presence_penalty != null) generate.presencePenalty = b.presence_penalty;
+  if (b.seed != null) generate.seed = ((b.seed % 2 ** 32) + 2 ** 32) % 2 ** 32;
+  if (b.logit_bias) {
+    generate.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [k, v <= -100 ? -Infinity : v]));
+  }
+  return {
+    messages: openAIToChatMessages(b.messages),
+    tools: (b.tools ?? []).map((t) => ({
+      name: t.function.name,
+      ...(t.function.description !== undefined ? { description: t.function.description } : {}),
+      ...(t.function.parameters !== undefined ? { parameters: t.function.parameters } : {}),
+    })),
+    toolChoice,
+    parallelToolCalls: b.parallel_tool_calls ?? true,
+    generate,
+    ...(conversation !== undefined ? { conversationHeader: conversation } : {}),
+    idPrefix: 'call_',
+  };
+}
+
+function finishReason(reason: string): 'stop' | 'length' | 'tool_calls' {
+  return reason === 'tool_calls' ? 'tool_calls' : reason === 'length' ? 'length' : 'stop';
+}
+
+function usageOf(u: Usage) {
+  return {
+    prompt_tokens: u.promptTokens,
+    completion_tokens: u.completionTokens,
+    total_tokens: u.promptTokens + u.completionTokens,
+    prompt_tokens_details: { cached_tokens: u.cachedTokens },
+  };
+}
+
+function toolCallOf(c: ServiceToolCall) {
+  return { id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.argumentsJson } };
+}
+
+export async function handleChatCompletions(
+  req: IncomingMessage,
+  res: ServerResponse,
+  service: ChatService,
+  maxBodyBytes: number,
+  signal: AbortSignal,
+): Promise<void> {
+  const raw = await readJson(req, maxBodyBytes);
+  checkParts(raw);
+  const body = parseBody(ChatCompletionRequestSchema, raw);
+  const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']));
+  const prepared = service.prepare(chatReq);
+  const headers = { 'x-llamux-conversation': prepared.conversationId };
+  const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
+  const created = Math.floor(Date.now() / 1000);
+  const fingerprint = `llamux-${service.fingerprint.slice(0, 12)}`;
+  const events = service.run(prepared, chatReq, signal);
+
+  if (!body.stream) {
+    let text = '';
+    const calls: ServiceToolCall[] = [];
+    for await (const ev of events) {
+      if (ev.type === 'text') text += ev.text;
+      else if (ev.type === 'toolCall') calls.push(ev.call);
+      else {
+        const message: Record<string, unknown> = { role: 'assistant', content: text.length > 0 || calls.length === 0 ? text : null, refusal: null };
+        if (calls.length) message.tool_calls = calls.map(toolCallOf);
+        sendJson(
+          res,
+          200,
+          {
+            id,
+            object: 'chat.completion',
+            created,
+            model: body.model,
+            system_fingerprint: fingerprint,
+            choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(ev.reason) }],
+            usage: usageOf(ev.usage),
+          },
+          headers,
+        );
+      }
+    }
+    return;
+  }
+
+  const sse = new SseWriter(res, headers);
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+    id,
+    object: 'chat.completion.chunk',
+    created,
+    model: body.model,
+    system_fingerprint: fingerprint,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  });
+  try {
+    sse.send(chunk({ role: 'assistant', content: '', refusal: null }));
+    for await (const ev of events) {
+      if (ev.type === 'text') sse.send(chunk({ content: ev.text }));
+      else if (ev.type === 'toolCall') sse.send(chunk({ tool_calls: [{ index: ev.call.index, ...toolCallOf(ev.call) }] }));
+      else {
+        sse.send(chunk({}, finishReason(ev.reason)));
+        if (body.stream_options?.include_usage) {
+          sse.send({ id, object: 'chat.completion.chunk', created, model: body.model, system_fingerprint: fingerprint, choices: [], usage: usageOf(ev.usage) });
+        }
+      }
+    }
+    sse.send('[DONE]');
+  } catch (e) {
+    if (!signal.aborted) sse.send(errorBody('openai', toHttpError(e)).body);
+  } finally {
+    sse.end();
+  }
+}

@@ -1,0 +1,205 @@
+// The tool-call store: the exact bytes and tokens of every call the server returned, under its
+// id, in SQLite (WAL), so a later request — even to a restarted server — replays them verbatim.
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import type { Database as SqliteDatabase, Statement } from 'better-sqlite3';
+
+/** One stored call. */
+export interface StoredToolCall {
+  id: string;
+  /** Fingerprint of the model that generated it: tokens only replay into the same vocabulary. */
+  model: string;
+  conversation: string;
+  name: string;
+  /** Canonical JSON of the decoded arguments ('' when they were malformed). */
+  arguments: string;
+  /** Exact bytes between the markers. */
+  spanText: string;
+  /** Exact tokens of the span, markers included. */
+  spanTokens: Int32Array;
+  /** Text (and its tokens) the model generated in the same turn before the span. */
+  preludeText?: string;
+  preludeTokens?: Int32Array;
+  /** Calls sharing the span (spans of several calls are never replayed). */
+  callsInSpan: number;
+  createdAt: number;
+}
+
+export interface ToolCallStoreLimits {
+  /** Rows kept (default 100 000). */
+  maxRows?: number;
+  /** Bytes of span data kept (default 256 MiB). */
+  maxBytes?: number;
+  /** Age in ms after which a row is dropped (default 7 days). */
+  maxAgeMs?: number;
+}
+
+interface Row {
+  id: string;
+  model: string;
+  conversation: string;
+  name: string;
+  arguments: string;
+  span_text: string;
+  span_tokens: Buffer;
+  prelude_text: string | null;
+  prelude_tokens: Buffer | null;
+  calls_in_span: number;
+  created_at: number;
+}
+
+function toBlob(tokens: Int32Array): Buffer {
+  const b = Buffer.alloc(tokens.length * 4);
+  for (let i = 0; i < tokens.length; i++) b.writeInt32LE(tokens[i]!, i * 4);
+  return b;
+}
+
+function fromBlob(b: Buffer): Int32Array {
+  const out = new Int32Array(b.length >> 2);
+  for (let i = 0; i < out.length; i++) out[i] = b.readInt32LE(i * 4);
+  return out;
+}
+
+/**
+ * SQLite-backed map from tool-call id to its exact span. Bounded by rows, bytes and age (oldest
+ * rows go first). `path` ':memory:' keeps it in memory.
+ */
+export class ToolCallStore {
+  readonly path: string;
+  #db: SqliteDatabase;
+  #insert: Statement;
+  #get: Statement;
+  #limits: Required<ToolCallStoreLimits>;
+  #rows = 0;
+  #bytes = 0;
+  #lastAgePrune = 0;
+
+  constructor(path: string, limits: ToolCallStoreLimits = {}) {
+    this.path = path;
+    this.#limits = {
+      maxRows: limits.maxRows ?? 100_000,
+      maxBytes: limits.maxBytes ?? 256 * 1024 * 1024,
+      maxAgeMs: limits.maxAgeMs ?? 7 * 24 * 3600 * 1000,
+    };
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    this.#db = new Database(path);
+    this.#db.pragma('journal_mode = WAL');
+    this.#db.pragma('synchronous = NORMAL');
+    this.#db.exec(`
+      CREATE TABLE IF NOT EXISTS tool_calls (
+        id TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        conversation TEXT NOT NULL,
+        name TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        span_text TEXT NOT NULL,
+        span_tokens BLOB NOT NULL,
+        prelude_text TEXT,
+        prelude_tokens BLOB,
+        calls_in_span INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS tool_calls_created ON tool_calls (created_at);
+    `);
+    this.#insert = this.#db.prepare(`INSERT OR REPLACE INTO tool_calls
+      (id, model, conversation, name, arguments, span_text, span_tokens, prelude_text, prelude_tokens, calls_in_span, bytes, created_at)
+      VALUES (@id, @model, @conversation, @name, @arguments, @span_text, @span_tokens, @prelude_text, @prelude_tokens, @calls_in_span, @bytes, @created_at)`);
+    this.#get = this.#db.prepare('SELECT * FROM tool_calls WHERE id = ?');
+    this.#pruneAge(Date.now());
+    this.#recount();
+    this.#pruneSize();
+  }
+
+  /** Rows and span bytes held now. */
+  get size(): { rows: number; bytes: number } {
+    return { rows: this.#rows, bytes: this.#bytes };
+  }
+
+  #recount(): void {
+    const r = this.#db.prepare('SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM tool_calls').get() as { n: number; b: number };
+    this.#rows = r.n;
+    this.#bytes = r.b;
+  }
+
+  #pruneAge(now: number): void {
+    this.#lastAgePrune = now;
+    const r = this.#db.prepare('DELETE FROM tool_calls WHERE created_at < ?').run(now - this.#limits.maxAgeMs);
+    if (r.changes > 0) this.#recount();
+  }
+
+  #pruneSize(): void {
+    if (this.#rows <= this.#limits.maxRows && this.#bytes <= this.#limits.maxBytes) return;
+    const select = this.#db.prepare('SELECT id, bytes FROM tool_calls ORDER BY created_at, rowid LIMIT 256');
+    const del = this.#db.prepare('DELETE FROM tool_calls WHERE id = ?');
+    const tx = this.#db.transaction(() => {
+      while (this.#rows > this.#limits.maxRows || this.#bytes > this.#limits.maxBytes) {
+        const batch = select.all() as Array<{ id: string; bytes: number }>;
+        if (batch.length === 0) break;
+        for (const row of batch) {
+          if (this.#rows <= this.#limits.maxRows && this.#bytes <= this.#limits.maxBytes) break;
+          del.run(row.id);
+          this.#rows--;
+          this.#bytes -= row.bytes;
+        }
+      }
+    });
+    tx();
+  }
+
+  put(call: StoredToolCall): void {
+    const spanBlob = toBlob(call.spanTokens);
+    const preludeBlob = call.preludeTokens ? toBlob(call.preludeTokens) : null;
+    const bytes = Buffer.byteLength(call.spanText) + spanBlob.length + Buffer.byteLength(call.preludeText ?? '') + (preludeBlob?.length ?? 0) + Buffer.byteLength(call.arguments);
+    const existed = this.#get.get(call.id) as Row | undefined;
+    this.#insert.run({
+      id: call.id,
+      model: call.model,
+      conversation: call.conversation,
+      name: call.name,
+      arguments: call.arguments,
+      span_text: call.spanText,
+      span_tokens: spanBlob,
+      prelude_text: call.preludeText ?? null,
+      prelude_tokens: preludeBlob,
+      calls_in_span: call.callsInSpan,
+      bytes,
+      created_at: call.createdAt,
+    });
+    if (existed) this.#recount();
+    else {
+      this.#rows++;
+      this.#bytes += bytes;
+    }
+    const now = Date.now();
+    if (now - this.#lastAgePrune > 60_000) this.#pruneAge(now);
+    this.#pruneSize();
+  }
+
+  get(id: string): StoredToolCall | undefined {
+    const r = this.#get.get(id) as Row | undefined;
+    if (!r) return undefined;
+    if (r.created_at < Date.now() - this.#limits.maxAgeMs) return undefined;
+    const out: StoredToolCall = {
+      id: r.id,
+      model: r.model,
+      conversation: r.conversation,
+      name: r.name,
+      arguments: r.arguments,
+      spanText: r.span_text,
+      spanTokens: fromBlob(r.span_tokens),
+      callsInSpan: r.calls_in_span,
+      createdAt: r.created_at,
+    };
+    if (r.prelude_text !== null && r.prelude_tokens !== null) {
+      out.preludeText = r.prelude_text;
+      out.preludeTokens = fromBlob(r.prelude_tokens);
+    }
+    return out;
+  }
+
+  close(): void {
+    if (this.#db.open) this.#db.close();
+  }
+}
