@@ -80,6 +80,7 @@ void LlamaLog(ggml_log_level level, const char *text, void *) {
 
 struct EnvState {
   std::shared_ptr<LogSink> sink;
+  Napi::FunctionReference modelCtor;
 };
 
 Napi::Value SetLogger(const Napi::CallbackInfo &info) {
@@ -231,6 +232,8 @@ void LogCapture::Append(int, const char *text) {
 }
 
 namespace addon {
+Napi::FunctionReference &ModelConstructor(Napi::Env env) { return env.GetInstanceData<EnvState>()->modelCtor; }
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   EnsureBackend();
   auto *state = new EnvState();

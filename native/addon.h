@@ -29,6 +29,8 @@ class LogCapture {
 
 namespace addon {
 Napi::Object Init(Napi::Env env, Napi::Object exports);
+// The Model constructor of this environment (each worker thread has its own).
+Napi::FunctionReference &ModelConstructor(Napi::Env env);
 }
 
 }  // namespace llamux

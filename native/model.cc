@@ -11,7 +11,6 @@
 
 namespace llamux {
 
-Napi::FunctionReference *Model::constructor = nullptr;
 
 namespace {
 const napi_type_tag kModelTag = {0x6c6c616d75784d6fULL, 0x64656c5461673031ULL};
@@ -126,7 +125,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     auto *holder = new std::shared_ptr<ModelHandle>(handle);
     Napi::External<std::shared_ptr<ModelHandle>> ext = Napi::External<std::shared_ptr<ModelHandle>>::New(
         env, holder, [](Napi::Env, std::shared_ptr<ModelHandle> *p) { delete p; });
-    Napi::Object obj = Model::constructor->New({ext});
+    Napi::Object obj = addon::ModelConstructor(env).New({ext});
     deferred_.Resolve(obj);
   }
 
@@ -176,8 +175,7 @@ Napi::Object Model::Init(Napi::Env env, Napi::Object exports) {
       InstanceMethod<&Model::Metadata>("metadata"),
       InstanceMethod<&Model::Dispose>("dispose"),
   });
-  constructor = new Napi::FunctionReference(Napi::Persistent(ctor));
-  env.AddCleanupHook([]() { delete constructor; constructor = nullptr; });
+  addon::ModelConstructor(env) = Napi::Persistent(ctor);
   exports.Set("Model", ctor);
   return exports;
 }

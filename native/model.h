@@ -22,7 +22,6 @@ struct ModelHandle {
 class Model : public Napi::ObjectWrap<Model> {
  public:
   static Napi::Object Init(Napi::Env env, Napi::Object exports);
-  static Napi::FunctionReference *constructor;
   explicit Model(const Napi::CallbackInfo &info);
 
   // Returns the handle or throws DISPOSED.
