@@ -211,6 +211,21 @@ describe('Context#generate() on the tiny Llama 2 model', () => {
     await busy.dispose();
   });
 
+  it('fails only the requests of a batch that outgrows the KV cache (KV_CACHE_FULL) and keeps running', async () => {
+    const full = await model.createContext({ contextSize: 256, sequences: 4 });
+    const runs = [0, 1, 2, 3].map((i) => full.complete({ prompt: `sequence ${i}`, maxTokens: 200, temperature: 0, logitBias: noEos }));
+    const settled = await Promise.allSettled(runs);
+    const failed = settled.filter((s) => s.status === 'rejected');
+    expect(failed.length).toBeGreaterThan(0);
+    for (const f of failed) {
+      expect((f as PromiseRejectedResult).reason).toMatchObject({ code: 'KV_CACHE_FULL' });
+      expect(((f as PromiseRejectedResult).reason as Error).message).toMatch(/KV cache is full/);
+    }
+    const after = await full.complete({ prompt: 'fits now', maxTokens: 5, temperature: 0, logitBias: noEos });
+    expect(after.generatedTokens).toBe(5);
+    await full.dispose();
+  });
+
   it('throws QUEUE_FULL when more requests wait than maxQueued allows', async () => {
     const q = await model.createContext({ contextSize: 512, sequences: 1, maxQueued: 2 });
     const running = [0, 1, 2].map(() => q.generate({ prompt: 'x', maxTokens: 200, logitBias: noEos }));
