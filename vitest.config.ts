@@ -8,6 +8,9 @@ export default defineConfig({
     hookTimeout: 120_000,
     // Native engines own threads; forks keep a crash inside one file from taking the runner down.
     pool: 'forks',
-    maxWorkers: 2,
+    // llama.cpp's worker threads spin while they wait: two test files decoding at once on a
+    // 2-core machine slow each other down 60-100x. One file at a time.
+    fileParallelism: false,
+    maxWorkers: 1,
   },
 });

@@ -111,8 +111,13 @@ export class Generation implements AsyncIterable<GenerateEvent> {
   /** @internal */
   onEvent(ev: GenerateEvent): void {
     if (this.#done) return;
-    if (ev.type === 'toolCallEnd') this.#toolCalls.push({ index: ev.index, text: ev.text, tokens: ev.tokens });
-    if (ev.type === 'toolCallTruncated') this.#truncated = { index: ev.index, text: ev.text, tokens: ev.tokens };
+    if (ev.type === 'toolCallEnd' || ev.type === 'toolCallTruncated') {
+      const span = { index: ev.index, text: ev.text, tokens: ev.tokens };
+      if (ev.type === 'toolCallEnd') this.#toolCalls.push(span);
+      else this.#truncated = span;
+      // No text arrives while a span is open, so appending keeps the sampled order.
+      if (this.#tokens) for (const t of ev.tokens) this.#tokens.push(t);
+    }
     this.#queue.push(ev);
     if (!this.#paused && this.#queue.iterating && this.#queue.size > this.#highWater) {
       this.#paused = true;
