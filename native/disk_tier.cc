@@ -77,28 +77,12 @@ DiskTier::~DiskTier() {
   if (io_.joinable()) io_.join();
 }
 
-std::vector<uint64_t> DiskTier::BlockHashes(const std::vector<llama_token> &t) const { return ChainedBlockHashes(t, block_); }
-
-void DiskTier::Index(const Entry &e, bool add) {
-  for (uint64_t h : BlockHashes(e.tokens)) {
-    if (add) {
-      index_[h].push_back(e.id);
-      continue;
-    }
-    auto it = index_.find(h);
-    if (it == index_.end()) continue;
-    auto &v = it->second;
-    v.erase(std::remove(v.begin(), v.end(), e.id), v.end());
-    if (v.empty()) index_.erase(it);
-  }
-}
-
 void DiskTier::Add(std::string file, std::vector<llama_token> tokens, uint64_t bytes) {
   auto old = byFile_.find(file);
   if (old != byFile_.end()) {
     auto it = entries_.find(old->second);
     if (it != entries_.end()) {
-      Index(it->second, false);
+      IndexBlocks(&index_, it->second.id, it->second.tokens, block_, false);
       lru_.erase(it->second.lru);
       bytes_ -= it->second.bytes;
       entries_.erase(it);
@@ -113,7 +97,7 @@ void DiskTier::Add(std::string file, std::vector<llama_token> tokens, uint64_t b
   lru_.push_front(e.id);
   e.lru = lru_.begin();
   bytes_ += bytes;
-  Index(e, true);
+  IndexBlocks(&index_, e.id, e.tokens, block_, true);
   byFile_[e.file] = e.id;
   entries_.emplace(e.id, std::move(e));
   while (bytes_ > budget_ && !lru_.empty()) Remove(lru_.back());
@@ -123,7 +107,7 @@ void DiskTier::Remove(uint64_t id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   Entry &e = it->second;
-  Index(e, false);
+  IndexBlocks(&index_, e.id, e.tokens, block_, false);
   lru_.erase(e.lru);
   bytes_ -= e.bytes;
   byFile_.erase(e.file);
@@ -198,27 +182,7 @@ void DiskTier::Save(const std::vector<llama_token> &tokens, std::vector<uint8_t>
 }
 
 DiskTier::Entry *DiskTier::Lookup(const std::vector<llama_token> &prompt, size_t *common) {
-  *common = 0;
-  const std::vector<uint64_t> *cands = nullptr;
-  for (uint64_t h : BlockHashes(prompt)) {
-    auto it = index_.find(h);
-    if (it == index_.end()) break;
-    cands = &it->second;
-  }
-  if (cands == nullptr) return nullptr;
-  Entry *best = nullptr;
-  for (uint64_t id : *cands) {
-    auto it = entries_.find(id);
-    if (it == entries_.end()) continue;
-    const auto &t = it->second.tokens;
-    size_t n = std::min(t.size(), prompt.size()), c = 0;
-    while (c < n && t[c] == prompt[c]) c++;
-    if (c > *common) {
-      *common = c;
-      best = &it->second;
-    }
-  }
-  return best;
+  return LongestPrefix(index_, entries_, prompt, block_, common);
 }
 
 void DiskTier::Read(uint64_t requestId, const Entry &e) {

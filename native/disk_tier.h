@@ -73,8 +73,6 @@ class DiskTier {
   void IoMain();
   bool WriteFile(const Job &job, uint64_t *bytes);
   bool ReadFile(const std::string &file, std::vector<llama_token> *tokens, std::vector<uint8_t> *blob, bool withBlob);
-  std::vector<uint64_t> BlockHashes(const std::vector<llama_token> &t) const;
-  void Index(const Entry &e, bool add);
   void Add(std::string file, std::vector<llama_token> tokens, uint64_t bytes);
 
   std::string dir_;
@@ -87,7 +85,7 @@ class DiskTier {
   std::unordered_map<uint64_t, Entry> entries_;
   std::unordered_map<std::string, uint64_t> byFile_;
   std::list<uint64_t> lru_;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> index_;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> index_;  // BlockIndex of prefix_cache.h
 
   std::mutex mu_;
   std::condition_variable cv_;

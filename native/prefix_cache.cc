@@ -17,15 +17,22 @@ std::vector<uint64_t> ChainedBlockHashes(const std::vector<llama_token> &t, size
   return out;
 }
 
-void StateCache::Unindex(const CacheEntry &e) {
-  if (!e.session.empty()) return;
-  for (uint64_t h : BlockHashes(e.tokens)) {
-    auto it = index_.find(h);
-    if (it == index_.end()) continue;
+void IndexBlocks(BlockIndex *index, uint64_t id, const std::vector<llama_token> &tokens, size_t block, bool add) {
+  for (uint64_t h : ChainedBlockHashes(tokens, block)) {
+    if (add) {
+      (*index)[h].push_back(id);
+      continue;
+    }
+    auto it = index->find(h);
+    if (it == index->end()) continue;
     auto &v = it->second;
-    v.erase(std::remove(v.begin(), v.end(), e.id), v.end());
-    if (v.empty()) index_.erase(it);
+    v.erase(std::remove(v.begin(), v.end(), id), v.end());
+    if (v.empty()) index->erase(it);
   }
+}
+
+void StateCache::Unindex(const CacheEntry &e) {
+  if (e.session.empty()) IndexBlocks(&index_, e.id, e.tokens, block_, false);
 }
 
 void StateCache::Erase(uint64_t id) {
@@ -64,7 +71,7 @@ bool StateCache::Insert(std::vector<llama_token> tokens, std::vector<uint8_t> bl
   e.lru = lru_.begin();
   bytes_ += need;
   if (session.empty()) {
-    for (uint64_t h : BlockHashes(e.tokens)) index_[h].push_back(e.id);
+    IndexBlocks(&index_, e.id, e.tokens, block_, true);
   } else {
     sessions_[session] = e.id;
   }
@@ -73,28 +80,7 @@ bool StateCache::Insert(std::vector<llama_token> tokens, std::vector<uint8_t> bl
 }
 
 CacheEntry *StateCache::Lookup(const std::vector<llama_token> &prompt, size_t *common) {
-  *common = 0;
-  const std::vector<uint64_t> *cands = nullptr;
-  for (uint64_t h : BlockHashes(prompt)) {
-    auto it = index_.find(h);
-    if (it == index_.end()) break;
-    cands = &it->second;
-  }
-  if (cands == nullptr) return nullptr;
-  CacheEntry *best = nullptr;
-  for (uint64_t id : *cands) {
-    auto it = entries_.find(id);
-    if (it == entries_.end()) continue;
-    const auto &t = it->second.tokens;
-    size_t n = std::min(t.size(), prompt.size());
-    size_t c = 0;
-    while (c < n && t[c] == prompt[c]) c++;  // verifies the hashes, then extends within the block
-    if (c > *common) {
-      *common = c;
-      best = &it->second;
-    }
-  }
-  return best;
+  return LongestPrefix(index_, entries_, prompt, block_, common);
 }
 
 CacheEntry *StateCache::FindSession(const std::string &session) {

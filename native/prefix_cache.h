@@ -17,6 +17,39 @@ namespace llamux {
 // Chained hashes of whole `block`-token blocks: out[k] identifies tokens[0, (k+1)*block).
 std::vector<uint64_t> ChainedBlockHashes(const std::vector<llama_token> &t, size_t block);
 
+using BlockIndex = std::unordered_map<uint64_t, std::vector<uint64_t>>;
+
+// Registers (or removes) entry `id` under every chained block hash of its tokens.
+void IndexBlocks(BlockIndex *index, uint64_t id, const std::vector<llama_token> &tokens, size_t block, bool add);
+
+// The entry of `entries` (a map id -> {tokens}) sharing the longest exact token prefix with
+// `prompt`, among those sharing its longest run of whole blocks; nullptr if none.
+template <typename Entries>
+typename Entries::mapped_type *LongestPrefix(const BlockIndex &index, Entries &entries, const std::vector<llama_token> &prompt,
+                                             size_t block, size_t *common) {
+  *common = 0;
+  const std::vector<uint64_t> *cands = nullptr;
+  for (uint64_t h : ChainedBlockHashes(prompt, block)) {
+    auto it = index.find(h);
+    if (it == index.end()) break;
+    cands = &it->second;
+  }
+  if (cands == nullptr) return nullptr;
+  typename Entries::mapped_type *best = nullptr;
+  for (uint64_t id : *cands) {
+    auto it = entries.find(id);
+    if (it == entries.end()) continue;
+    const auto &t = it->second.tokens;
+    size_t n = t.size() < prompt.size() ? t.size() : prompt.size(), c = 0;
+    while (c < n && t[c] == prompt[c]) c++;  // verifies the hashes, then extends within the block
+    if (c > *common) {
+      *common = c;
+      best = &it->second;
+    }
+  }
+  return best;
+}
+
 struct CacheEntry {
   uint64_t id = 0;
   std::vector<llama_token> tokens;  // the KV content the blob restores
@@ -47,7 +80,6 @@ class StateCache {
   uint64_t Evictions() const { return evictions_; }
 
  private:
-  std::vector<uint64_t> BlockHashes(const std::vector<llama_token> &t) const { return ChainedBlockHashes(t, block_); }
   void Unindex(const CacheEntry &e);
 
   size_t budget_;
@@ -57,7 +89,7 @@ class StateCache {
   uint64_t evictions_ = 0;
   std::unordered_map<uint64_t, CacheEntry> entries_;
   std::list<uint64_t> lru_;  // front: most recent
-  std::unordered_map<uint64_t, std::vector<uint64_t>> index_;  // chained block hash -> entry ids
+  BlockIndex index_;  // chained block hash -> entry ids
   std::unordered_map<std::string, uint64_t> sessions_;
 };
 

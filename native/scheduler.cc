@@ -191,6 +191,21 @@ void Scheduler::EmitSpanDelta(Request &r) {
   Emit(std::move(ev));
 }
 
+void Scheduler::CloseSpan(Request &r, bool truncated) {
+  r.spanStream->Flush(&r.pendingSpan);
+  EmitSpanDelta(r);
+  Event ev;
+  ev.type = EventType::ToolCallEnd;
+  ev.id = r.p->id;
+  ev.index = r.spanIndex;
+  ev.text = r.spanText;
+  ev.tokens = r.spanTokens;
+  ev.truncated = truncated;
+  Emit(std::move(ev));
+  r.spanOpen = false;
+  r.spanIndex++;
+}
+
 void Scheduler::FlushEvents() {
   for (auto &rp : active_) {
     Request &r = *rp;
@@ -976,21 +991,10 @@ bool Scheduler::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Outp
           r.spanStream->Push(Piece(t, true), &r.pendingSpan);
         }
         break;
-      case MarkerMatcher::Kind::Close: {
+      case MarkerMatcher::Kind::Close:
         r.spanTokens.insert(r.spanTokens.end(), o.tokens.begin(), o.tokens.end());
-        r.spanStream->Flush(&r.pendingSpan);
-        EmitSpanDelta(r);
-        Event ev;
-        ev.type = EventType::ToolCallEnd;
-        ev.id = r.p->id;
-        ev.index = r.spanIndex;
-        ev.text = r.spanText;
-        ev.tokens = r.spanTokens;
-        Emit(std::move(ev));
-        r.spanOpen = false;
-        r.spanIndex++;
+        CloseSpan(r, false);
         break;
-      }
     }
   }
   return false;
@@ -1079,20 +1083,7 @@ void Scheduler::Finish(Request &r, const char *reason, const char *code, const s
     r.text->Flush(&r.pendingText);
   }
   EmitPendingText(r, true);
-  if (r.spanOpen) {
-    // Never reported as a complete call.
-    r.spanStream->Flush(&r.pendingSpan);
-    EmitSpanDelta(r);
-    Event ev;
-    ev.type = EventType::ToolCallEnd;
-    ev.id = r.p->id;
-    ev.index = r.spanIndex;
-    ev.text = r.spanText;
-    ev.tokens = r.spanTokens;
-    ev.truncated = true;
-    Emit(std::move(ev));
-    r.spanOpen = false;
-  }
+  if (r.spanOpen) CloseSpan(r, true);  // never reported as a complete call
   FinalStats &st = r.stats;
   st.generatedTokens = r.nGenerated;
   if (st.prefilledTokens == 0 && r.nPast > static_cast<size_t>(st.reusedTokens)) {

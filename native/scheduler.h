@@ -111,6 +111,7 @@ class Scheduler {
   bool ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs);
   void EmitPendingText(Request &r, bool evenIfEmpty);
   void EmitSpanDelta(Request &r);
+  void CloseSpan(Request &r, bool truncated);
   std::string Piece(llama_token tok, bool special) const;
   void Finish(Request &r, const char *reason, const char *code = nullptr, const std::string &message = "");
   void FailBatch(const char *code, const std::string &message);
