@@ -375,10 +375,12 @@ Napi::Value Model::Metadata(const Napi::CallbackInfo &info) {
   o.Set("description", desc);
   o.Set("nCtxTrain", llama_model_n_ctx_train(m));
   o.Set("nEmbd", llama_model_n_embd(m));
-  o.Set("nLayer", llama_model_n_layer(m));
-  o.Set("nHead", llama_model_n_head(m));
-  o.Set("nHeadKv", llama_model_n_head_kv(m));
-  o.Set("nSwa", llama_model_n_swa(m));
+  int32_t nLayer = llama_model_n_layer(m);
+  o.Set("nLayer", nLayer);
+  // Per-layer facts abort inside llama.cpp when there are no layers (vocab-only loads).
+  o.Set("nHead", nLayer > 0 ? llama_model_n_head(m) : 0);
+  o.Set("nHeadKv", nLayer > 0 ? llama_model_n_head_kv(m) : 0);
+  o.Set("nSwa", nLayer > 0 ? llama_model_n_swa(m) : 0);
   o.Set("nParams", static_cast<double>(llama_model_n_params(m)));
   o.Set("sizeBytes", static_cast<double>(llama_model_size(m)));
   o.Set("isRecurrent", llama_model_is_recurrent(m));

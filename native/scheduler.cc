@@ -1162,6 +1162,19 @@ void Scheduler::Run() {
   waiting_.clear();
   FlushEvents();
   active_.clear();
+  // With a disk tier, what the sequences hold survives the restart (written before the
+  // I/O thread is joined below).
+  if (disk_) {
+    for (auto &s : slots_) {
+      if (s.tokens.size() < 16) continue;
+      size_t size = llama_state_seq_get_size(ctx_, s.seq);
+      std::vector<uint8_t> blob(size);
+      size_t got = size > 0 ? llama_state_seq_get_data(ctx_, blob.data(), blob.size(), s.seq) : 0;
+      if (got == 0) continue;
+      blob.resize(got);
+      disk_->Save(s.tokens, std::move(blob));
+    }
+  }
   if (batch_.token != nullptr) llama_batch_free(batch_);
   batch_ = llama_batch{};
   if (ctx_ != nullptr) llama_free(ctx_);

@@ -12,6 +12,7 @@
 //   LLAMUX_PORTABLE=1  no -march=native (what prebuilds use)
 //   LLAMUX_DEBUG=1     Debug build
 //   LLAMUX_BUILD_DIR   cmake build folder (default build/)
+//   LLAMUX_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (llama.cpp and the addon)
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -87,6 +88,9 @@ function main() {
     if (process.arch === 'x64') args.push('--CDGGML_AVX=ON', '--CDGGML_AVX2=ON', '--CDGGML_FMA=ON', '--CDGGML_F16C=ON', '--CDGGML_BMI2=ON');
   }
   if (process.env.LLAMUX_BUILD_BENCH === '1') args.push('--CDLLAMUX_BUILD_BENCH=ON');
+  if (process.env.LLAMUX_SANITIZE === '1') {
+    args.push('--CDLLAMA_SANITIZE_ADDRESS=ON', '--CDLLAMA_SANITIZE_UNDEFINED=ON', '--CDLLAMUX_SANITIZE=ON', '--CDCMAKE_BUILD_TYPE=RelWithDebInfo');
+  }
   run(process.execPath, [cmakeJs, 'configure', ...args]);
   run(process.execPath, [cmakeJs, 'build', ...args]);
 }

@@ -225,6 +225,8 @@ export const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 function load(): NativeBinding {
   const require = createRequire(import.meta.url);
   try {
+    // LLAMUX_NATIVE_PATH loads a specific build (e.g. the sanitizer build of `npm run test:asan`).
+    if (process.env.LLAMUX_NATIVE_PATH) return require(process.env.LLAMUX_NATIVE_PATH) as NativeBinding;
     const nodeGypBuild = require('node-gyp-build') as (dir: string) => unknown;
     return nodeGypBuild(packageRoot) as NativeBinding;
   } catch (err) {

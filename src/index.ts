@@ -27,3 +27,6 @@ export type { ContextOptions, GenerateOptions, LoadModelOptions, PrefillOptions,
 export type { NativeCacheStats as CacheStats } from './binding.js';
 // Tool calling (also importable as 'llamux/tools').
 export * from './tools/index.js';
+// Chat templates and the agent loop (the HTTP server is at 'llamux/server').
+export * from './chat/index.js';
+export * from './agent/index.js';

@@ -179,7 +179,11 @@ export function parseOptions<S extends z.ZodType>(schema: S, input: unknown, wha
       return `unknown option${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
     }
     const name = issue.path.length ? issue.path.map(String).join('.') : what;
-    return `expected ${issue.message.replace(/^Invalid input: expected /, '').replace(/^Invalid input/, 'a valid value')} for "${name}" but received ${describe(valueAt(input, issue.path))}`;
+    const expected = issue.message
+      .replace(/^Invalid input: expected /, '')
+      .replace(/^Invalid input/, 'a valid value')
+      .replace(/, received \w+$/, '');
+    return `expected ${expected} for "${name}" but received ${describe(valueAt(input, issue.path))}`;
   });
   throw new LlamuxError('INVALID_ARGUMENT', `Invalid ${what}: ${parts.join('; ')}`, { issues: r.error.issues });
 }

@@ -26,7 +26,7 @@ import type {
 } from './types.js';
 
 /** Generation settings of every turn (the prompt, signal and token reporting are the agent's). */
-export type AgentGenerateOptions = Omit<GenerateOptions, 'prompt' | 'signal' | 'tokens' | 'toolCalls'>;
+export type AgentGenerateOptions = Omit<GenerateOptions, 'prompt' | 'signal' | 'tokens' | 'toolCalls' | 'sessionId' | 'waitForSession' | 'parentKey'>;
 
 export interface AgentOptions {
   /** The context every turn runs on (its tool-call markers find the calls). */
@@ -58,8 +58,8 @@ const AgentOptionsSchema = z
     haltWhen: z.custom<AgentOptions['haltWhen']>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
     generate: z
       .record(z.string(), z.unknown())
-      .refine((g) => !('prompt' in g || 'signal' in g || 'tokens' in g || 'toolCalls' in g), {
-        message: 'expected generate options without prompt, signal, tokens or toolCalls (the agent sets them)',
+      .refine((g) => !['prompt', 'signal', 'tokens', 'toolCalls', 'sessionId', 'waitForSession', 'parentKey'].some((k) => k in g), {
+        message: 'expected generate options without prompt, signal, tokens, toolCalls, sessionId, waitForSession or parentKey (the agent sets them)',
       })
       .optional(),
     toolOptions: z.record(z.string(), z.unknown()).optional(),
@@ -297,7 +297,9 @@ export class Agent {
       prompt: prompt.tokens,
       tokens: true,
       ...(signal ? { signal } : {}),
-      // sessionId: state.conversationId, // (pins the conversation's sequence once the engine has sessions)
+      // The conversation keeps its sequence: each turn prefills only what is new.
+      sessionId: state.conversationId,
+      waitForSession: true,
     });
     let prelude = { text: [] as string[], tokens: [] as number[] };
     const preludes = new Map<number, { text: string; tokens: number[] }>();

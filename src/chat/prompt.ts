@@ -139,6 +139,50 @@ function protectedRanges(model: Model, text: string, messages: readonly ChatMess
   return out;
 }
 
+function stringLeaves(v: unknown, out: string[]): void {
+  if (typeof v === 'string') out.push(v);
+  else if (Array.isArray(v)) for (const x of v) stringLeaves(x, out);
+  else if (v !== null && typeof v === 'object') {
+    for (const [k, x] of Object.entries(v)) {
+      out.push(k);
+      stringLeaves(x, out);
+    }
+  }
+}
+
+/** Every occurrence of tool-definition strings (names, descriptions, schema text) that contain control-token text. */
+function protectedToolRanges(model: Model, text: string, tools: readonly ChatToolDefinition[]): Array<[number, number]> {
+  const strings: string[] = [];
+  for (const t of tools) stringLeaves([t.name, t.description ?? '', t.parameters ?? {}], strings);
+  const out: Array<[number, number]> = [];
+  for (const s of new Set(strings)) {
+    if (!containsControlText(model, s)) continue;
+    let found = false;
+    for (const form of new Set([s, JSON.stringify(s).slice(1, -1)])) {
+      for (let at = text.indexOf(form); at >= 0; at = text.indexOf(form, at + form.length)) {
+        out.push([at, at + form.length]);
+        found = true;
+      }
+    }
+    if (!found) {
+      throw new LlamuxError('INVALID_ARGUMENT', 'A tool definition contains special-token text that the chat template transforms, so it cannot be kept out of the control tokens; remove the special-token text');
+    }
+  }
+  return out;
+}
+
+/** Merges overlapping ranges. */
+function mergeRanges(ranges: Array<[number, number]>): Array<[number, number]> {
+  const sorted = [...ranges].sort((a, b) => a[0] - b[0]);
+  const out: Array<[number, number]> = [];
+  for (const r of sorted) {
+    const last = out[out.length - 1];
+    if (last && r[0] <= last[1]) last[1] = Math.max(last[1], r[1]);
+    else out.push([r[0], r[1]]);
+  }
+  return out;
+}
+
 /**
  * Renders a conversation and tokenizes it for generation. Historical tool calls for which
  * `replay` returns a stored span are spliced in as their exact tokens; the rest of the text is
@@ -219,7 +263,7 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     cursor = pos;
   }
 
-  const prot = options.parseSpecialInContent ? [] : protectedRanges(model, text, messages);
+  const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages), ...protectedToolRanges(model, text, tools ?? [])]);
   const segments = segment(text, regions, cuts, prot);
   const addBos = !(template.bosToken !== '' && text.startsWith(template.bosToken));
   const parts: ArrayLike<number>[] = [];

@@ -9,10 +9,12 @@ import { conversationHeader, type ChatRequest, type ChatService, type ToolChoice
 const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
 const cacheControl = z.unknown().optional();
 
-const TextBlock = z.object({ type: z.literal('text'), text: z.string(), cache_control: cacheControl, citations: z.unknown().optional() }).strict();
+// Content blocks are read leniently (clients echo response blocks with extra fields); the
+// request's top level is strict.
+const TextBlock = z.object({ type: z.literal('text'), text: z.string(), cache_control: cacheControl, citations: z.unknown().optional() });
 const ToolUseBlock = z
   .object({ type: z.literal('tool_use'), id: z.string().min(1).max(256), name: TOOL_NAME, input: z.record(z.string(), z.unknown()), cache_control: cacheControl })
-  .strict();
+  ;
 const ToolResultBlock = z
   .object({
     type: z.literal('tool_result'),
@@ -21,9 +23,9 @@ const ToolResultBlock = z
     is_error: z.boolean().optional(),
     cache_control: cacheControl,
   })
-  .strict();
-const ThinkingBlock = z.object({ type: z.literal('thinking'), thinking: z.string(), signature: z.string().optional() }).strict();
-const RedactedThinkingBlock = z.object({ type: z.literal('redacted_thinking'), data: z.string() }).strict();
+  ;
+const ThinkingBlock = z.object({ type: z.literal('thinking'), thinking: z.string(), signature: z.string().optional() });
+const RedactedThinkingBlock = z.object({ type: z.literal('redacted_thinking'), data: z.string() });
 const Block = z.discriminatedUnion('type', [TextBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock]);
 const SUPPORTED_BLOCKS = new Set(['text', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking']);
 
@@ -34,7 +36,7 @@ export const MessagesRequestSchema = z
     model: z.string().min(1).max(256),
     max_tokens: z.number().int().positive(),
     messages: z
-      .array(z.object({ role: z.enum(['user', 'assistant']), content: z.union([z.string(), z.array(Block)]) }).strict())
+      .array(z.object({ role: z.enum(['user', 'assistant']), content: z.union([z.string(), z.array(Block)]) }))
       .min(1),
     system: z.union([z.string(), z.array(TextBlock)]).optional(),
     stop_sequences: z.array(z.string().min(1)).max(16).optional(),

@@ -1,8 +1,7 @@
 // HTTP plumbing shared by the endpoints: bounded JSON bodies, errors in each SDK's shape, SSE.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
-import { LlamuxError, isLlamuxError } from '../errors.js';
-import { parseOptions } from '../options.js';
+import { isLlamuxError } from '../errors.js';
 
 export type ApiFlavor = 'openai' | 'anthropic';
 
@@ -122,17 +121,47 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
   }
 }
 
+function describeValue(v: unknown): string {
+  if (v === undefined) return 'nothing';
+  if (v === null) return 'null';
+  if (typeof v === 'string') return `${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)} of type string`;
+  if (typeof v === 'number' || typeof v === 'boolean') return `${String(v)} of type ${typeof v}`;
+  if (Array.isArray(v)) return 'an array';
+  return `a value of type ${typeof v}`;
+}
+
+function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
+  let cur: unknown = root;
+  for (const key of path) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<PropertyKey, unknown>)[key];
+  }
+  return cur;
+}
+
+/** One readable sentence per zod issue, naming the field and what was received. */
+export function describeIssues(issues: readonly z.core.$ZodIssue[], body: unknown): string {
+  return issues
+    .map((issue) => {
+      const name = issue.path.map(String).join('.');
+      if (issue.code === 'unrecognized_keys') {
+        const keys = issue.keys.map((k) => `"${name ? `${name}.` : ''}${k}"`).join(', ');
+        return `unknown field${issue.keys.length > 1 ? 's' : ''} ${keys}`;
+      }
+      const received = valueAt(body, issue.path);
+      if (received === undefined && issue.code === 'invalid_type') return `"${name}" is required`;
+      const expected = issue.message.replace(/^Invalid input: /, '').replace(/, received .*$/, '').replace(/^Invalid input$/, 'a valid value');
+      return `${expected.startsWith('expected') ? expected : `expected ${expected}`} for "${name || 'body'}" but received ${describeValue(received)}`;
+    })
+    .join('; ');
+}
+
 /** Validates a body with a zod schema; a failure is a 400 naming each bad field. */
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
-  try {
-    return parseOptions(schema, body, 'request body');
-  } catch (e) {
-    if (e instanceof LlamuxError) {
-      const first = e.issues?.[0];
-      throw new HttpError(400, 'invalid_request', e.message, first?.path.length ? first.path.map(String).join('.') : undefined);
-    }
-    throw e;
-  }
+  const r = schema.safeParse(body);
+  if (r.success) return r.data;
+  const first = r.error.issues[0];
+  throw new HttpError(400, 'invalid_request', `Invalid request body: ${describeIssues(r.error.issues, body)}`, first?.path.length ? first.path.map(String).join('.') : undefined);
 }
 
 /** Server-sent events on a response. */

@@ -1,4 +1,5 @@
 // Prometheus text exposition of the server's counters.
+import type { CacheReport } from '../events.js';
 
 const TTFT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -44,8 +45,21 @@ class Histogram {
   }
 }
 
-/** Whether a request's prompt came from the KV cache: all of it but the last token, some, or none. */
-export type CacheOutcome = 'hit' | 'partial' | 'miss';
+/** The engine's cache outcome of a request (see CacheReport in src/events.ts). */
+export type CacheOutcome = CacheReport['outcome'];
+
+/** The counters of Context#cacheStats() the metrics show. */
+export interface CacheStatsLike {
+  sessions: number;
+  pinnedSequences: number;
+  ramBytes: number;
+  ramEntries: number;
+  diskBytes: number;
+  spills: number;
+  restores: number;
+  diskRestores: number;
+  ramEvictions: number;
+}
 
 export class ServerMetrics {
   readonly requests = new Counter('llamux_requests_total', 'HTTP requests by endpoint and status code.');
@@ -53,23 +67,46 @@ export class ServerMetrics {
   readonly completionTokens = new Counter('llamux_completion_tokens_total', 'Generated tokens.');
   readonly reusedTokens = new Counter('llamux_reused_tokens_total', 'Prompt tokens served from KV computed by earlier requests.');
   readonly prefilledTokens = new Counter('llamux_prefilled_tokens_total', 'Prompt tokens decoded.');
-  readonly cacheOutcomes = new Counter('llamux_cache_outcomes_total', 'Generations by prompt-cache outcome (hit: only the last prompt token decoded; partial; miss).');
+  readonly cacheOutcomes = new Counter('llamux_cache_outcomes_total', 'Generations by the engine\'s cache outcome (exact, sticky, partial, restored, cold) and the tier the KV came from (live, shared, ram, disk, none).');
   readonly replay = new Counter('llamux_tool_call_replay_total', 'Historical tool calls by replay outcome (replayed: exact tokens spliced; unknown: id not stored or arguments changed; unlocated: stored but not found in the rendered prompt).');
   readonly toolCalls = new Counter('llamux_tool_calls_total', 'Tool calls returned to clients.');
   readonly ttft = new Histogram('llamux_time_to_first_token_seconds', 'Time from submission to the first generated token.');
   inFlight = 0;
 
-  recordGeneration(r: { promptTokens: number; reusedTokens: number; prefilledTokens: number; generatedTokens: number; ttftMs: number }): void {
+  recordGeneration(r: {
+    promptTokens: number;
+    reusedTokens: number;
+    prefilledTokens: number;
+    generatedTokens: number;
+    ttftMs: number;
+    cacheOutcome: CacheOutcome;
+    cacheTier?: string;
+  }): void {
     this.promptTokens.inc({}, r.promptTokens);
     this.completionTokens.inc({}, r.generatedTokens);
     this.reusedTokens.inc({}, r.reusedTokens);
     this.prefilledTokens.inc({}, r.prefilledTokens);
-    const outcome: CacheOutcome = r.reusedTokens === 0 ? 'miss' : r.prefilledTokens <= 1 ? 'hit' : 'partial';
-    this.cacheOutcomes.inc({ outcome });
+    this.cacheOutcomes.inc({ outcome: r.cacheOutcome, tier: r.cacheTier ?? 'none' });
     if (r.ttftMs >= 0) this.ttft.observe(r.ttftMs / 1000);
   }
 
-  render(): string {
+  /** The text exposition; `cache` adds the context's tier and session counters. */
+  render(cache?: CacheStatsLike): string {
+    const tiers: string[] = [];
+    if (cache) {
+      const line = (name: string, type: 'gauge' | 'counter', help: string, v: number): void => {
+        tiers.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name} ${v}`);
+      };
+      line('llamux_sessions', 'gauge', 'Live conversation sessions.', cache.sessions);
+      line('llamux_pinned_sequences', 'gauge', 'Sequences pinned to a session.', cache.pinnedSequences);
+      line('llamux_cache_ram_bytes', 'gauge', 'Bytes of saved sequence states in the RAM tier.', cache.ramBytes);
+      line('llamux_cache_ram_entries', 'gauge', 'Saved sequence states in the RAM tier.', cache.ramEntries);
+      line('llamux_cache_disk_bytes', 'gauge', 'Bytes of saved sequence states in the disk tier.', cache.diskBytes);
+      line('llamux_cache_spills_total', 'counter', 'Idle sessions moved to the RAM tier.', cache.spills);
+      line('llamux_cache_restores_total', 'counter', 'States restored from the RAM tier.', cache.restores);
+      line('llamux_cache_disk_restores_total', 'counter', 'States restored from the disk tier.', cache.diskRestores);
+      line('llamux_cache_ram_evictions_total', 'counter', 'States evicted from the RAM tier.', cache.ramEvictions);
+    }
     return [
       this.requests.render(),
       this.promptTokens.render(),
@@ -83,6 +120,7 @@ export class ServerMetrics {
       '# HELP llamux_requests_in_flight Generations running or queued.',
       '# TYPE llamux_requests_in_flight gauge',
       `llamux_requests_in_flight ${this.inFlight}`,
+      ...tiers,
       '',
     ].join('\n');
   }

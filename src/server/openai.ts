@@ -8,22 +8,24 @@ import { conversationHeader, type ChatRequest, type ChatService, type ServiceToo
 
 const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
 
-const TextPart = z.object({ type: z.literal('text'), text: z.string() }).strict();
-const RefusalPart = z.object({ type: z.literal('refusal'), refusal: z.string() }).strict();
+// Messages are read leniently (unknown keys are dropped: clients echo SDK objects with extra
+// fields such as `parsed`); the request's top level is strict.
+const TextPart = z.object({ type: z.literal('text'), text: z.string() });
+const RefusalPart = z.object({ type: z.literal('refusal'), refusal: z.string() });
 const TextContent = z.union([z.string(), z.array(TextPart)]);
 
 const ToolCallSchema = z
   .object({
     id: z.string().min(1).max(256),
     type: z.literal('function'),
-    function: z.object({ name: TOOL_NAME, arguments: z.string() }).strict(),
+    function: z.object({ name: TOOL_NAME, arguments: z.string() }),
   })
-  .strict();
+  ;
 
 const MessageSchema = z.discriminatedUnion('role', [
-  z.object({ role: z.literal('system'), content: TextContent, name: z.string().optional() }).strict(),
-  z.object({ role: z.literal('developer'), content: TextContent, name: z.string().optional() }).strict(),
-  z.object({ role: z.literal('user'), content: TextContent, name: z.string().optional() }).strict(),
+  z.object({ role: z.literal('system'), content: TextContent, name: z.string().optional() }),
+  z.object({ role: z.literal('developer'), content: TextContent, name: z.string().optional() }),
+  z.object({ role: z.literal('user'), content: TextContent, name: z.string().optional() }),
   z
     .object({
       role: z.literal('assistant'),
@@ -33,8 +35,8 @@ const MessageSchema = z.discriminatedUnion('role', [
       refusal: z.string().nullable().optional(),
       reasoning_content: z.string().optional(),
     })
-    .strict(),
-  z.object({ role: z.literal('tool'), tool_call_id: z.string().min(1).max(256), content: TextContent }).strict(),
+    ,
+  z.object({ role: z.literal('tool'), tool_call_id: z.string().min(1).max(256), content: TextContent }),
 ]);
 
 const nullable = <T extends z.ZodType>(t: T) => t.nullable().optional();

@@ -29,13 +29,15 @@ export interface ServerOptions {
   ctx?: number;
   /** Sequences decoded in parallel (default 4). */
   parallel?: number;
+  /** CPU threads for decoding (default: all hardware threads). */
+  threads?: number;
   /** Tool-call markers: 'auto' (default), a preset, explicit markers, or false. */
   markers?: MarkerOption;
   /** When set, every request but /health needs `Authorization: Bearer KEY` or `x-api-key: KEY`. */
   apiKey?: string;
-  /** RAM tier of the prefix cache in MiB (accepted; used once the engine has cache tiers). */
+  /** RAM tier of saved sequence states in MiB (the engine's default when absent; 0 disables it). */
   cacheRamMb?: number;
-  /** Disk tier of the prefix cache (accepted; used once the engine has cache tiers). */
+  /** Disk tier folder of saved sequence states (survives restarts); off when absent. */
   cacheDir?: string;
   /** SQLite file of the tool-call store (default: in memory, lost on close). */
   storePath?: string;
@@ -59,6 +61,7 @@ const ServerOptionsSchema = z
     port: z.number().int().min(0).max(65535).default(8080),
     ctx: z.number().int().min(64).default(8192),
     parallel: z.number().int().min(1).max(256).default(4),
+    threads: z.number().int().positive().optional(),
     markers: MarkerOptionSchema.default('auto'),
     apiKey: z.string().min(1).optional(),
     cacheRamMb: z.number().int().min(0).optional(),
@@ -122,7 +125,14 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
   let context: Context | undefined;
   let store: ToolCallStore | undefined;
   try {
-    context = await model.createContext({ contextSize: o.ctx, sequences: o.parallel, toolCallMarkers: o.markers });
+    context = await model.createContext({
+      contextSize: o.ctx,
+      sequences: o.parallel,
+      toolCallMarkers: o.markers,
+      ...(o.threads !== undefined ? { threads: o.threads, batchThreads: o.threads } : {}),
+      ...(o.cacheRamMb !== undefined ? { cacheRamMb: o.cacheRamMb } : {}),
+      ...(o.cacheDir !== undefined ? { cacheDir: o.cacheDir } : {}),
+    });
     store = new ToolCallStore(o.storePath ?? ':memory:', o.storeLimits ?? {});
     const template = ChatTemplate.fromModel(model, o.chatTemplate);
     const metrics = new ServerMetrics();
@@ -154,7 +164,16 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       try {
         if (path === '/health') {
           allow('GET');
-          sendJson(res, 200, { status: 'ok', model: name, contextSize: context!.settings.contextSize, parallel: context!.settings.sequences, pendingRequests: context!.pendingRequests });
+          const c = context!.cacheStats();
+          sendJson(res, 200, {
+            status: 'ok',
+            model: name,
+            contextSize: context!.settings.contextSize,
+            parallel: context!.settings.sequences,
+            pendingRequests: context!.pendingRequests,
+            sessions: c.sessions,
+            cache: { ramBytes: c.ramBytes, ramEntries: c.ramEntries, diskBytes: c.diskBytes, diskEntries: c.diskEntries },
+          });
           return;
         }
         if (keyDigest && !authorized(req, keyDigest)) {
@@ -163,7 +182,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         }
         if (path === '/metrics') {
           allow('GET');
-          const text = metrics.render();
+          const text = metrics.render(context!.cacheStats());
           res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': String(Buffer.byteLength(text)) });
           res.end(text);
           return;
@@ -177,7 +196,13 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         if (path.startsWith('/v1/models/')) {
           allow('GET');
           // Any model name is served by the loaded model.
-          sendJson(res, 200, { ...modelEntry(anthropicClient), id: decodeURIComponent(path.slice('/v1/models/'.length)) });
+          let id: string;
+          try {
+            id = decodeURIComponent(path.slice('/v1/models/'.length));
+          } catch {
+            throw new HttpError(400, 'invalid_request', 'The model id in the path is not valid percent-encoding');
+          }
+          sendJson(res, 200, { ...modelEntry(anthropicClient), id });
           return;
         }
         const chat = path === '/v1/chat/completions' || path === '/v1/messages' || path === '/v1/messages/count_tokens';

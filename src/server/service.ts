@@ -22,7 +22,7 @@ export interface ChatRequest {
   toolChoice: ToolChoice;
   parallelToolCalls: boolean;
   /** Sampling and limits (temperature, topP, maxTokens, stop, ...). */
-  generate: Omit<GenerateOptions, 'prompt' | 'signal' | 'tokens' | 'toolCalls'>;
+  generate: Omit<GenerateOptions, 'prompt' | 'signal' | 'tokens' | 'toolCalls' | 'sessionId' | 'waitForSession' | 'parentKey'>;
   /** The client's `x-llamux-conversation` header, when valid. */
   conversationHeader?: string;
   /** Prefix of minted tool-call ids ('call_' or 'toolu_'). */
@@ -153,7 +153,10 @@ export class ChatService {
         tokens: true,
         toolCalls: detect,
         signal,
-        // sessionId: p.conversationId, // (one line once the engine pins sessions)
+        // The conversation's sequence stays pinned to it: a prompt extending the last one
+        // prefills only the new tokens. Requests of one conversation run one at a time.
+        sessionId: p.conversationId,
+        waitForSession: true,
       });
       let prelude = { text: [] as string[], tokens: [] as number[] };
       const preludes = new Map<number, { text: string; tokens: number[] }>();
@@ -206,6 +209,8 @@ export class ChatService {
               prefilledTokens: ev.prefilledTokens,
               generatedTokens: ev.generatedTokens,
               ttftMs: ev.timings.ttftMs,
+              cacheOutcome: ev.cache.outcome,
+              ...(ev.cache.tier ? { cacheTier: ev.cache.tier } : {}),
             });
             const usage: Usage = { promptTokens: ev.promptTokens, completionTokens: ev.generatedTokens, cachedTokens: ev.reusedTokens };
             const reason = emitted > 0 && ev.finishReason !== 'length' ? 'tool_calls' : ev.finishReason;

@@ -2,7 +2,7 @@ import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LlamuxError, loadModel, setLogger } from '../../src/index.js';
-import { tempDir, tinyModelPath } from '../helpers/paths.js';
+import { projectRoot, tempDir, tinyModelPath } from '../helpers/paths.js';
 
 async function expectCode(p: Promise<unknown>, code: string, text?: RegExp): Promise<LlamuxError> {
   const err = await p.then(() => undefined, (e: unknown) => e);
@@ -110,6 +110,16 @@ describe('loadModel()', () => {
     const model = await loadModel(tinyModelPath, { vocabOnly: true });
     expect(model.tokenize('Hello', { addSpecial: false })).toEqual(Int32Array.from([15043]));
     await expectCode(model.createContext(), 'UNSUPPORTED', /vocabOnly/);
+    await model.dispose();
+  });
+
+  it('reads the metadata of vocabulary-only files (no layers) without aborting', async () => {
+    const vocabFile = join(projectRoot, 'deps', 'llama.cpp', 'models', 'ggml-vocab-qwen2.gguf');
+    const model = await loadModel(vocabFile, { vocabOnly: true });
+    expect(model.metadata.layers).toBeGreaterThanOrEqual(0);
+    expect(model.metadata.chatTemplate === null || typeof model.metadata.chatTemplate === 'string').toBe(true);
+    // this vocab-only file splits <tool_call> into several BPE tokens
+    expect(model.tokenize('<tool_call>', { addSpecial: false, parseSpecial: true }).length).toBeGreaterThan(1);
     await model.dispose();
   });
 

@@ -1,0 +1,405 @@
+#!/usr/bin/env node
+// `llamux`: serve, demo, inspect, bench.
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { Agent, type AgentEvent } from './agent/index.js';
+import { isLlamuxError } from './errors.js';
+import { ensureTestModels } from './gguf/fixtures.js';
+import { MARKER_PRESETS, detectMarkerPreset, type MarkerOption, type MarkerPresetName } from './markers.js';
+import { loadModel, type Model } from './model.js';
+import { createServer } from './server/index.js';
+import { defineTool } from './tools/tool.js';
+import { setLogger } from './logger.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+class UsageError extends Error {}
+
+const MAIN_HELP = `Usage: llamux <command> [options]
+
+Commands:
+  serve     Start an OpenAI- and Anthropic-compatible server
+  demo      Run a two-turn tool-calling agent loop on a scripted model
+  inspect   Show a model's metadata and its tool-call markers
+  bench     Run the benchmarks (from a checkout of the repository)
+
+Options:
+  -h, --help      Show help (also: llamux <command> --help)
+  -v, --version   Show the version
+
+Run "llamux <command> --help" for a command's options.`;
+
+const SERVE_HELP = `Usage: llamux serve --model PATH [options]
+
+Starts a server with POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic),
+GET /v1/models, GET /health and GET /metrics.
+
+Options:
+  -m, --model PATH          GGUF model file (required)
+      --host HOST           Address to listen on (default 127.0.0.1)
+      --port N              Port (default 8080; 0 picks a free one)
+      --ctx N               Context size in tokens, shared by all sequences (default 8192)
+      --parallel N          Sequences decoded in parallel (default 4)
+      --threads N           CPU threads for decoding (default: all)
+      --markers M           Tool-call markers: auto (default), none, a preset
+                            (${Object.keys(MARKER_PRESETS).join(', ')}) or START,END
+      --api-key KEY         Require this key (Bearer or x-api-key); default $LLAMUX_API_KEY
+      --cache-ram MB        RAM tier of saved sequence states (default 256; 0: off)
+      --cache-dir DIR       Disk tier of saved sequence states (off by default)
+      --store PATH          SQLite file of the tool-call store (default: in memory)
+      --chat-template FILE  Jinja chat template replacing the model's own
+      --max-body BYTES      Largest accepted request body (default 4194304)
+  -q, --quiet               No progress display
+  -h, --help                Show this help`;
+
+const DEMO_HELP = `Usage: llamux demo [options]
+
+Builds the scripted "demo" model (a tiny GGUF whose greedy output is a known script) if it is
+missing, then runs a two-turn agent loop: the model calls get_weather, the tool answers, the
+model answers in text. Prints the events and each turn's cache report.
+
+Options:
+      --dir DIR   Where the demo model lives (default .cache/demo under the current directory)
+      --json      Print events as JSON lines
+  -h, --help      Show this help`;
+
+const INSPECT_HELP = `Usage: llamux inspect MODEL [options]
+
+Prints a GGUF model's metadata, its chat template and the tool-call markers detected from its
+vocabulary and template.
+
+Options:
+      --json           Print JSON
+      --template       Print the whole chat template
+  -h, --help           Show this help`;
+
+const BENCH_HELP = `Usage: llamux bench [args]
+
+Runs bench/index.ts of a llamux checkout with tsx (e.g. "llamux bench --quick --suite engine").
+The benchmarks are not part of the published package.`;
+
+function parse<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T, allowPositionals = false) {
+  try {
+    return parseArgs({ args, options: { help: { type: 'boolean', short: 'h' }, ...options }, allowPositionals, strict: true });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+function intArg(value: string | undefined, name: string, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || Number(value) < min) throw new UsageError(`--${name} expects an integer ≥ ${min}, got "${value}"`);
+  return Number(value);
+}
+
+/** --markers: auto | none | false | a preset | START,END */
+export function parseMarkersArg(value: string | undefined): MarkerOption {
+  if (value === undefined || value === 'auto') return 'auto';
+  if (value === 'none' || value === 'false' || value === 'off') return false;
+  if (Object.hasOwn(MARKER_PRESETS, value)) return value as MarkerPresetName;
+  const comma = value.indexOf(',');
+  if (comma > 0 && comma < value.length - 1) return { start: value.slice(0, comma), end: value.slice(comma + 1) };
+  throw new UsageError(`--markers expects auto, none, one of ${Object.keys(MARKER_PRESETS).join(', ')}, or START,END; got "${value}"`);
+}
+
+function progressPrinter(label: string, quiet: boolean): { onProgress: (p: number) => void; done: () => void } {
+  const tty = process.stderr.isTTY;
+  let last = -1;
+  return {
+    onProgress: (p: number) => {
+      if (quiet) return;
+      const pct = Math.floor(p * 100);
+      if (tty) {
+        if (pct !== last) process.stderr.write(`\r${label} ${String(pct).padStart(3)}%`);
+      } else if (pct >= last + 25 || (pct === 100 && last !== 100)) {
+        process.stderr.write(`${label} ${pct}%\n`);
+      } else return;
+      last = pct;
+    },
+    done: () => {
+      if (!quiet && tty && last >= 0) process.stderr.write('\n');
+    },
+  };
+}
+
+async function serve(args: string[]): Promise<void> {
+  const { values } = parse(args, {
+    model: { type: 'string', short: 'm' },
+    host: { type: 'string' },
+    port: { type: 'string' },
+    ctx: { type: 'string' },
+    parallel: { type: 'string' },
+    threads: { type: 'string' },
+    markers: { type: 'string' },
+    'api-key': { type: 'string' },
+    'cache-ram': { type: 'string' },
+    'cache-dir': { type: 'string' },
+    store: { type: 'string' },
+    'chat-template': { type: 'string' },
+    'max-body': { type: 'string' },
+    quiet: { type: 'boolean', short: 'q' },
+  });
+  if (values.help) {
+    console.log(SERVE_HELP);
+    return;
+  }
+  if (!values.model) throw new UsageError('serve needs --model PATH');
+  const apiKey = values['api-key'] ?? process.env.LLAMUX_API_KEY;
+  const progress = progressPrinter('Loading model', values.quiet ?? false);
+  const port = intArg(values.port, 'port', 0);
+  const ctx = intArg(values.ctx, 'ctx', 64);
+  const parallel = intArg(values.parallel, 'parallel', 1);
+  const threads = intArg(values.threads, 'threads', 1);
+  const cacheRamMb = intArg(values['cache-ram'], 'cache-ram', 0);
+  const maxBodyBytes = intArg(values['max-body'], 'max-body', 1);
+  const server = await createServer({
+    modelPath: values.model,
+    ...(values.host !== undefined ? { host: values.host } : {}),
+    ...(port !== undefined ? { port } : {}),
+    ...(ctx !== undefined ? { ctx } : {}),
+    ...(parallel !== undefined ? { parallel } : {}),
+    ...(threads !== undefined ? { threads } : {}),
+    markers: parseMarkersArg(values.markers),
+    ...(apiKey ? { apiKey } : {}),
+    ...(cacheRamMb !== undefined ? { cacheRamMb } : {}),
+    ...(values['cache-dir'] !== undefined ? { cacheDir: values['cache-dir'] } : {}),
+    ...(values.store !== undefined ? { storePath: values.store } : {}),
+    ...(values['chat-template'] !== undefined ? { chatTemplate: readFileSync(values['chat-template'], 'utf8') } : {}),
+    ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
+    onProgress: progress.onProgress,
+  });
+  progress.done();
+  const m = server.context.markers;
+  const markers = m ? (m.preset ?? `${server.model.detokenize(m.start, { special: true })},${server.model.detokenize(m.end, { special: true })}`) : 'none';
+  console.log(
+    [
+      `llamux listening on ${server.url}`,
+      `  model ${server.model.path}, context ${server.context.settings.contextSize} tokens, ${server.context.settings.sequences} parallel, markers ${markers}${apiKey ? ', API key required' : ''}`,
+      `  OpenAI: ${server.url}/v1   Anthropic: ${server.url}`,
+    ].join('\n'),
+  );
+  const stop = (): void => {
+    console.log('shutting down');
+    server.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+function describeEvent(ev: AgentEvent): string | undefined {
+  switch (ev.type) {
+    case 'turnStart':
+      return `\n— turn ${ev.turn}: prompt ${ev.promptTokens} tokens${ev.replayedCalls.length ? `, ${ev.replayedCalls.length} tool call(s) replayed as exact tokens` : ''}`;
+    case 'text':
+      return undefined;
+    case 'toolCallStart':
+      return undefined;
+    case 'toolCallDelta':
+      return undefined;
+    case 'toolCall':
+      return `  tool call ${ev.call.id}: ${ev.call.name}(${JSON.stringify(ev.call.arguments)})`;
+    case 'toolCallTruncated':
+      return `  tool call cut off (not run): ${ev.text}`;
+    case 'turnEnd': {
+      const r = ev.report;
+      const lines = [];
+      if (ev.text) lines.push(`  assistant: ${ev.text}`);
+      lines.push(
+        `  cache: ${r.reusedTokens}/${r.promptTokens} prompt tokens reused, ${r.prefilledTokens} prefilled, ${r.generatedTokens} generated, first token after ${r.ttftMs.toFixed(1)} ms (${r.finishReason})`,
+      );
+      return lines.join('\n');
+    }
+    case 'toolResult':
+      return `  tool result ${ev.toolCallId}: ${ev.content}${ev.isError ? ' (error)' : ''}`;
+    case 'askUser':
+      return `  the tool asks: ${ev.question}`;
+    case 'awaitingTools':
+      return `  waiting for ${ev.calls.length} manual tool call(s)`;
+    case 'done':
+      return `\ndone: ${ev.result.status} after ${ev.result.turns.length} turn(s)`;
+  }
+}
+
+async function demo(args: string[]): Promise<void> {
+  const { values } = parse(args, { dir: { type: 'string' }, json: { type: 'boolean' } });
+  if (values.help) {
+    console.log(DEMO_HELP);
+    return;
+  }
+  const dir = resolve(values.dir ?? join(process.cwd(), '.cache', 'demo'));
+  const json = values.json ?? false;
+  const log = (s: string): void => {
+    if (!json) console.log(s);
+  };
+  const existed = existsSync(join(dir, 'demo.gguf'));
+  const models = await ensureTestModels(dir, ['demo']);
+  log(`${existed ? 'Using' : 'Built'} the scripted demo model: ${models.demo.path}`);
+  const model = await loadModel(models.demo.path);
+  try {
+    // A tiny model: one thread decodes it faster than several would.
+    const ctx = await model.createContext({ contextSize: 4096, sequences: 2, threads: 1 });
+    const weather = defineTool({
+      name: 'get_weather',
+      description: 'Current weather for a city',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      handler: (_args) => ({ temperature: 18, condition: 'sunny' }),
+    });
+    const agent = new Agent({ context: ctx, tools: [weather], generate: { temperature: 0, maxTokens: 64 } });
+    const question = 'What is the weather in Paris?';
+    log(`user: ${question}`);
+    for await (const ev of agent.stream([{ role: 'user', content: question }])) {
+      if (json) {
+        const { state: _state, ...rest } = ev.type === 'done' ? ev.result : ({} as { state?: unknown });
+        console.log(JSON.stringify(ev.type === 'done' ? { type: 'done', result: rest } : ev));
+        continue;
+      }
+      const line = describeEvent(ev);
+      if (line !== undefined) console.log(line);
+    }
+  } finally {
+    await model.dispose();
+  }
+}
+
+async function inspect(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args, { json: { type: 'boolean' }, template: { type: 'boolean' } }, true);
+  if (values.help) {
+    console.log(INSPECT_HELP);
+    return;
+  }
+  if (positionals.length !== 1) throw new UsageError('inspect needs exactly one MODEL path');
+  const progress = progressPrinter('Loading model', values.json ?? false);
+  let model: Model;
+  try {
+    model = await loadModel(positionals[0]!, { onProgress: progress.onProgress });
+  } finally {
+    progress.done();
+  }
+  try {
+    const md = model.metadata;
+    const v = model.vocab;
+    const preset = detectMarkerPreset(model);
+    const tokenText = (id: number): string | null => (id >= 0 && id < v.size ? model.tokenInfo(id).text : null);
+    const info = {
+      path: model.path,
+      name: md.name ?? null,
+      architecture: md.architecture,
+      parameters: md.parameters,
+      sizeBytes: md.sizeBytes,
+      trainingContextSize: md.trainingContextSize,
+      layers: md.layers,
+      embeddingSize: md.embeddingSize,
+      heads: md.heads,
+      kvHeads: md.kvHeads,
+      recurrent: md.isRecurrent,
+      hybrid: md.isHybrid,
+      fingerprint: md.fingerprint,
+      vocab: { type: v.type, size: v.size, bos: tokenText(v.bos), eos: tokenText(v.eos), eot: tokenText(v.eot), addBos: v.addBos },
+      chatTemplate: md.chatTemplate === null ? null : { length: md.chatTemplate.length, firstLine: md.chatTemplate.split('\n')[0]!.slice(0, 100) },
+      markers: preset ? { preset, ...MARKER_PRESETS[preset] } : null,
+    };
+    if (values.json) {
+      console.log(JSON.stringify(values.template ? { ...info, chatTemplate: md.chatTemplate } : info, null, 2));
+      return;
+    }
+    const rows: Array<[string, string]> = [
+      ['path', info.path],
+      ['name', info.name ?? '(none)'],
+      ['architecture', info.architecture],
+      ['parameters', info.parameters.toLocaleString('en-US')],
+      ['size', `${(info.sizeBytes / 1024 / 1024).toFixed(1)} MiB`],
+      ['context (trained)', String(info.trainingContextSize)],
+      ['layers / embd / heads / kv heads', `${info.layers} / ${info.embeddingSize} / ${info.heads} / ${info.kvHeads}`],
+      ['vocab', `${info.vocab.size} tokens (type ${info.vocab.type}), bos ${info.vocab.bos ?? '-'}, eos ${info.vocab.eos ?? '-'}`],
+      ['chat template', info.chatTemplate ? `${info.chatTemplate.length} chars: ${info.chatTemplate.firstLine}` : '(none: llamux uses ChatML)'],
+      ['tool-call markers', info.markers ? `${info.markers.preset} (${info.markers.start} … ${info.markers.end})` : 'none detected (pass --markers START,END to serve)'],
+      ['fingerprint', info.fingerprint],
+    ];
+    const w = Math.max(...rows.map((r) => r[0].length));
+    for (const [k, val] of rows) console.log(`${k.padEnd(w)}  ${val}`);
+    if (values.template && md.chatTemplate) console.log(`\n${md.chatTemplate}`);
+  } finally {
+    await model.dispose();
+  }
+}
+
+async function bench(args: string[]): Promise<void> {
+  if (args.length === 1 && (args[0] === '--help' || args[0] === '-h')) {
+    console.log(BENCH_HELP);
+    return;
+  }
+  const entry = join(ROOT, 'bench', 'index.ts');
+  if (!existsSync(entry)) {
+    console.log('The benchmarks are not in this installation. Clone the llamux repository and run "npm run bench" (or "npx llamux bench") there.');
+    return;
+  }
+  const code = await new Promise<number>((res) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: ROOT, stdio: 'inherit' });
+    child.on('exit', (c, signal) => res(c ?? (signal ? 1 : 0)));
+    child.on('error', () => res(1));
+  });
+  process.exitCode = code;
+}
+
+function version(): string {
+  try {
+    return (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
+    if (command === 'help' && rest[0]) return main([rest[0], '--help']);
+    console.log(MAIN_HELP);
+    if (command === undefined) process.exitCode = 2;
+    return;
+  }
+  if (command === '-v' || command === '--version') {
+    console.log(version());
+    return;
+  }
+  switch (command) {
+    case 'serve':
+      return serve(rest);
+    case 'demo':
+      return demo(rest);
+    case 'inspect':
+      return inspect(rest);
+    case 'bench':
+      return bench(rest);
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+const invokedDirectly = (() => {
+  try {
+    const self = realpathSync(fileURLToPath(import.meta.url));
+    const argv1 = process.argv[1] ? realpathSync(resolve(process.argv[1])) : '';
+    return argv1 === self;
+  } catch {
+    return false;
+  }
+})();
+
+if (invokedDirectly) {
+  setLogger('error');
+  main(process.argv.slice(2)).catch((e: unknown) => {
+    if (e instanceof UsageError) {
+      console.error(`llamux: ${e.message}\nRun "llamux --help" for usage.`);
+      process.exitCode = 2;
+      return;
+    }
+    console.error(`llamux: ${isLlamuxError(e) ? `${e.code}: ${e.message}` : e instanceof Error ? e.message : String(e)}`);
+    process.exitCode = 1;
+  });
+}

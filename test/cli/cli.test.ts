@@ -1,0 +1,151 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parseMarkersArg } from '../../src/cli.js';
+import { projectRoot, tempDir } from '../helpers/paths.js';
+import { ensureChatModels } from '../server/fixtures.js';
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `tsx src/cli.ts ...args` (node --import tsx: what `npx tsx` runs, without npx's start-up). */
+function cli(args: string[], opts: { cwd?: string; timeoutMs?: number } = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli.ts'), ...args], {
+      cwd: opts.cwd ?? projectRoot,
+      env: { ...process.env, NODE_NO_WARNINGS: '1' },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('llamux CLI', () => {
+  let demoModel: string;
+
+  beforeAll(async () => {
+    demoModel = (await ensureChatModels()).demo;
+  });
+
+  it('prints help for the program and for every command', async () => {
+    const [main, serve, demo, inspect, bench] = await Promise.all([
+      cli(['--help']),
+      cli(['serve', '--help']),
+      cli(['demo', '-h']),
+      cli(['inspect', '--help']),
+      cli(['bench', '--help']),
+    ]);
+    expect(main.code).toBe(0);
+    expect(main.stdout).toMatch(/^Usage: llamux <command> \[options\]/);
+    for (const c of ['serve', 'demo', 'inspect', 'bench']) expect(main.stdout).toContain(`  ${c} `);
+    expect(serve.stdout).toMatch(/^Usage: llamux serve --model PATH/);
+    for (const flag of ['--host', '--port', '--ctx', '--parallel', '--markers', '--api-key', '--cache-ram', '--cache-dir', '--store']) expect(serve.stdout).toContain(flag);
+    expect(demo.stdout).toMatch(/^Usage: llamux demo/);
+    expect(inspect.stdout).toMatch(/^Usage: llamux inspect MODEL/);
+    expect(bench.stdout).toMatch(/^Usage: llamux bench/);
+    for (const r of [serve, demo, inspect, bench]) expect(r.code).toBe(0);
+  });
+
+  it('exits 2 with a hint for usage errors', async () => {
+    const [none, unknown, badFlag, noModel] = await Promise.all([cli([]), cli(['frobnicate']), cli(['serve', '--model', 'x', '--port', 'abc']), cli(['serve'])]);
+    expect(none.code).toBe(2);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toBe('llamux: unknown command "frobnicate"\nRun "llamux --help" for usage.\n');
+    expect(badFlag.code).toBe(2);
+    expect(badFlag.stderr).toMatch(/--port expects an integer ≥ 0, got "abc"/);
+    expect(noModel.stderr).toMatch(/serve needs --model PATH/);
+  });
+
+  it('prints the version', async () => {
+    const r = await cli(['--version']);
+    const pkg = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { version: string };
+    expect(r.stdout.trim()).toBe(pkg.version);
+  });
+
+  it('inspects a model: metadata and the detected markers preset', async () => {
+    const [text, json] = await Promise.all([cli(['inspect', demoModel]), cli(['inspect', demoModel, '--json'])]);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/^architecture\s+llama$/m);
+    expect(text.stdout).toMatch(/^tool-call markers\s+hermes \(<tool_call> … <\/tool_call>\)$/m);
+    expect(text.stderr).toContain('Loading model 100%');
+    const info = JSON.parse(json.stdout) as Record<string, unknown>;
+    expect(info).toMatchObject({ architecture: 'llama', name: 'llamux-scripted-demo', markers: { preset: 'hermes', start: '<tool_call>', end: '</tool_call>' } });
+    expect((info.chatTemplate as { length: number }).length).toBeGreaterThan(100);
+    const missing = await cli(['inspect', '/nonexistent.gguf']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^llamux: MODEL_NOT_FOUND: /);
+  });
+
+  it('demo builds the scripted model once, runs two turns and reports each turn’s cache use', async () => {
+    const dir = tempDir('cli-demo');
+    const first = await cli(['demo', '--dir', dir]);
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain(`Built the scripted demo model: ${join(dir, 'demo.gguf')}`);
+    expect(first.stdout).toContain('tool call call_');
+    expect(first.stdout).toContain('tool result call_');
+    expect(first.stdout).toContain('assistant: The weather in Paris is sunny and 18°C.');
+    expect(first.stdout.match(/cache: \d+\/\d+ prompt tokens reused/g)).toHaveLength(2);
+    expect(first.stdout).toContain('done: completed after 2 turn(s)');
+    const second = await cli(['demo', '--dir', dir, '--json']);
+    expect(second.code).toBe(0);
+    const events = second.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; report?: Record<string, number>; result?: { status: string } });
+    const reports = events.filter((e) => e.type === 'turnEnd').map((e) => e.report!);
+    expect(reports).toHaveLength(2);
+    expect(reports[1]!.reusedTokens).toBeGreaterThanOrEqual(reports[0]!.promptTokens + reports[0]!.generatedTokens);
+    expect(events.at(-1)).toMatchObject({ type: 'done', result: { status: 'completed' } });
+  });
+
+  it('serves until SIGTERM, with a progress display while the model loads', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli.ts'), 'serve', '--model', demoModel, '--port', '0', '--threads', '1', '--parallel', '1', '--markers', 'hermes'], {
+      cwd: projectRoot,
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no URL in time; stdout: ${stdout}; stderr: ${stderr}`)), 30_000);
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        const m = /listening on (http:\/\/\S+)[\s\S]*Anthropic:/.exec(stdout);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]!);
+        }
+      });
+    });
+    expect(stdout).toContain('markers hermes');
+    expect(stderr).toContain('Loading model 100%');
+    const health = (await (await fetch(`${url}/health`)).json()) as { status: string; parallel: number };
+    expect(health).toMatchObject({ status: 'ok', parallel: 1 });
+    const code = await new Promise<number | null>((resolve) => {
+      child.on('close', resolve);
+      child.kill('SIGTERM');
+    });
+    expect(code).toBe(0);
+  });
+});
+
+describe('parseMarkersArg()', () => {
+  it('reads auto, none, presets and START,END', () => {
+    expect(parseMarkersArg(undefined)).toBe('auto');
+    expect(parseMarkersArg('auto')).toBe('auto');
+    expect(parseMarkersArg('none')).toBe(false);
+    expect(parseMarkersArg('hermes')).toBe('hermes');
+    expect(parseMarkersArg('llama3')).toBe('llama3');
+    expect(parseMarkersArg('<a>,</a>')).toEqual({ start: '<a>', end: '</a>' });
+    expect(() => parseMarkersArg('bogus')).toThrow(/--markers expects auto, none, one of hermes/);
+    expect(() => parseMarkersArg(',x')).toThrow(/--markers expects/);
+  });
+});
