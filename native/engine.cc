@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <cmath>
+#include <set>
 
 #include "errors.h"
 #include "napi_util.h"
@@ -8,6 +9,9 @@
 namespace llamux {
 
 namespace {
+std::mutex g_engines_mu;
+std::set<Engine *> g_engines;
+
 const napi_type_tag kEngineTag = {0x6c6c616d7578456eULL, 0x67696e6554616731ULL};
 
 Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
@@ -70,7 +74,18 @@ Napi::Object Engine::Init(Napi::Env env, Napi::Object exports) {
       InstanceMethod<&Engine::Stats>("stats"),
   });
   exports.Set("Engine", ctor);
+  exports.Set("shutdownAll", Napi::Function::New(env, &Engine::ShutdownAll, "shutdownAll"));
   return exports;
+}
+
+Napi::Value Engine::ShutdownAll(const Napi::CallbackInfo &info) {
+  std::vector<Engine *> all;
+  {
+    std::lock_guard<std::mutex> lk(g_engines_mu);
+    all.assign(g_engines.begin(), g_engines.end());
+  }
+  for (Engine *e : all) e->StopAndJoin();
+  return info.Env().Undefined();
 }
 
 // new Engine(model, options, onEvents)
@@ -125,10 +140,20 @@ Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) 
   env_ = env;
   napi_add_env_cleanup_hook(env, &Engine::TeardownHook, this);
   hookAdded_ = true;
+  {
+    std::lock_guard<std::mutex> lk(g_engines_mu);
+    g_engines.insert(this);
+  }
   thread_ = std::thread([this] { ThreadMain(); });
 }
 
-Engine::~Engine() { StopAndJoin(); }
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lk(g_engines_mu);
+    g_engines.erase(this);
+  }
+  StopAndJoin();
+}
 
 void Engine::TeardownHook(void *arg) {
   auto *self = static_cast<Engine *>(arg);

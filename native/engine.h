@@ -17,6 +17,9 @@ namespace llamux {
 class Engine : public Napi::ObjectWrap<Engine> {
  public:
   static Napi::Object Init(Napi::Env env, Napi::Object exports);
+  // Stops and joins every engine thread of this process (JS calls it on 'exit', before
+  // static destructors run under a still-decoding thread).
+  static Napi::Value ShutdownAll(const Napi::CallbackInfo &info);
   explicit Engine(const Napi::CallbackInfo &info);
   ~Engine() override;
 

@@ -209,6 +209,7 @@ export interface NativeBinding {
     ): { outputs: Array<[ 'text' | 'body' | 'open' | 'close' | 'payloadOpen' | 'payloadClose', Int32Array ]>; greedy: boolean[]; region: number };
     textStream(stops: string[], pieces: Uint8Array[]): { text: Uint8Array; deltas: Uint8Array[]; stopped: boolean; stopAt: number };
   };
+  shutdownAll(): void;
   setLogger(handler: ((batch: Array<number | string>) => void) | undefined, level: number): void;
   systemInfo(): {
     llamaSystemInfo: string;
@@ -243,3 +244,7 @@ function load(): NativeBinding {
 }
 
 export const native: NativeBinding = load();
+
+// process.exit() skips environment cleanup hooks: stop engine threads before C++ static
+// destructors run underneath a decode.
+process.once('exit', () => native.shutdownAll());
