@@ -81,8 +81,11 @@ Napi::Object Engine::Init(Napi::Env env, Napi::Object exports) {
 Napi::Value Engine::ShutdownAll(const Napi::CallbackInfo &info) {
   std::vector<Engine *> all;
   {
+    // Only this environment's engines: a worker thread exiting leaves the others running.
     std::lock_guard<std::mutex> lk(g_engines_mu);
-    all.assign(g_engines.begin(), g_engines.end());
+    for (Engine *e : g_engines) {
+      if (e->env_ == static_cast<napi_env>(info.Env())) all.push_back(e);
+    }
   }
   for (Engine *e : all) e->StopAndJoin();
   return info.Env().Undefined();
@@ -191,7 +194,11 @@ void Engine::Post(std::vector<Event> &&events) {
   if (scheduled_) return;
   scheduled_ = true;
   if (tsfn_.NonBlockingCall(this, [](Napi::Env env, Napi::Function fn, Engine *self) {
-        Engine::CallJs(env, fn, self, nullptr);
+        try {
+          Engine::CallJs(env, fn, self, nullptr);
+        } catch (...) {
+          // JS is shutting down (or threw): events for a dead environment are dropped
+        }
       }) != napi_ok) {
     scheduled_ = false;
   }
@@ -274,7 +281,11 @@ void Engine::OnFinalize(Napi::Env env, void *, Engine *self) {
     // environment shutting down: nobody is waiting any more
   }
   self->closeWaiters_.clear();
-  self->Unref();
+  try {
+    self->Unref();
+  } catch (...) {
+    // environment teardown: references can no longer change
+  }
 }
 
 static void ReadSampling(Napi::Env env, const Napi::Object &o, SamplerParams &s, int32_t nVocab) {
