@@ -764,7 +764,8 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
   return Placement::Placed;
 }
 
-void Scheduler::Admit() {
+bool Scheduler::Admit() {
+  bool progressed = false;
   ExpireSessions();
   if (disk_) {
     for (auto &res : disk_->Poll()) {
@@ -796,6 +797,7 @@ void Scheduler::Admit() {
       std::lock_guard<std::mutex> lk(mu_);
       waitingCount_--;
     }
+    progressed = true;
     if (pl == Placement::Placed) {
       std::unique_ptr<Request> rp = std::move(*it);
       if (rp->p->prefillOnly && rp->nPast == rp->tokens.size()) {
@@ -808,6 +810,7 @@ void Scheduler::Admit() {
     }
     it = waiting_.erase(it);
   }
+  return progressed;
 }
 
 bool Scheduler::BuildBatch() {
@@ -1111,28 +1114,27 @@ void Scheduler::Finish(Request &r, const char *reason, const char *code, const s
 }
 
 void Scheduler::Run() {
+  bool progressed = false;  // the last Admit() placed or ended a request
   while (true) {
     bool runnable = false;
     for (auto &rp : active_) {
       if (!rp->done && !rp->paused) runnable = true;
     }
-    bool admittable = false;
-    bool onlyDiskWaits = !waiting_.empty();
-    for (auto &w : waiting_) onlyDiskWaits = onlyDiskWaits && w->diskPending;
-    if (!waiting_.empty()) {
-      for (auto &s : slots_) {
-        if (s.req == nullptr) admittable = true;
-      }
-    }
-    if (onlyDiskWaits && !runnable) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    DrainCommands(!runnable && !admittable);
+    bool diskWaits = false;
+    for (auto &w : waiting_) diskWaits = diskWaits || w->diskPending;
+    // Block only when nothing can move without a command: no decode to run, and the last
+    // admission round could place nothing (e.g. requests waiting for a busy session).
+    if (diskWaits && !runnable) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    DrainCommands(!runnable && !progressed && !diskWaits);
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (closing_) break;
     }
-    Admit();
+    progressed = Admit();
     if (BuildBatch()) DecodeBatch();
     FlushEvents();
+    // A finished request frees its sequence (and maybe a session someone waits for).
+    for (auto &rp : active_) progressed = progressed || rp->done;
     active_.erase(std::remove_if(active_.begin(), active_.end(), [](const std::unique_ptr<Request> &r) { return r->done; }),
                   active_.end());
   }

@@ -94,7 +94,7 @@ class Scheduler {
   static bool AbortCallback(void *data);
 
   void DrainCommands(bool wait);
-  void Admit();
+  bool Admit();
   Placement TryAdmit(Request &r);
   void FailRequest(Request &r, const char *code, const std::string &message);
   Slot *FreeSlot(const std::vector<llama_token> &prompt);
