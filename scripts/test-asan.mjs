@@ -19,7 +19,8 @@ if (r.status !== 0) process.exit(r.status ?? 1);
 const libasan = execFileSync('gcc', ['-print-file-name=libasan.so'], { encoding: 'utf8' }).trim();
 const libubsan = execFileSync('gcc', ['-print-file-name=libubsan.so'], { encoding: 'utf8' }).trim();
 const suites = process.argv.slice(2).length ? process.argv.slice(2) : ['test/native', 'test/api'];
-r = spawnSync(process.execPath, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...suites], {
+// Sanitized code runs several times slower: generous timeouts.
+r = spawnSync(process.execPath, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', '--testTimeout=600000', '--hookTimeout=600000', ...suites], {
   stdio: 'inherit',
   cwd: root,
   env: {
