@@ -191,6 +191,7 @@ void DiskTier::Read(uint64_t requestId, const Entry &e) {
     Job j;
     j.kind = Job::Read;
     j.file = e.file;
+    j.tokens = e.tokens;  // what the index says the file holds: verified on read
     j.requestId = requestId;
     j.entryId = e.id;
     jobs_.push_back(std::move(j));
@@ -299,7 +300,12 @@ void DiskTier::IoMain() {
       r.entryId = job.entryId;
       std::vector<llama_token> tokens;
       r.ok = ReadFile(job.file, &tokens, &r.blob, true);
-      if (!r.ok) unlink(job.file.c_str());
+      // A file replaced since the index scan holds another state: never restore it.
+      if (r.ok && tokens != job.tokens) r.ok = false;
+      if (!r.ok) {
+        unlink(job.file.c_str());
+        r.blob.clear();
+      }
       std::lock_guard<std::mutex> lk(mu_);
       reads_.push_back(std::move(r));
     } else {

@@ -76,14 +76,20 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
     return;
   }
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers });
+  const close = res.req !== undefined && closeAfterResponse.has(res.req) ? { connection: 'close' } : {};
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers, ...close });
   res.end(text);
+  if ('connection' in close) res.once('finish', () => res.req?.socket.destroy());
 }
 
 export function sendError(res: ServerResponse, api: ApiFlavor, err: HttpError, headers: Record<string, string> = {}): void {
   const { status, body } = errorBody(api, err);
   sendJson(res, status, body, headers);
 }
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** Requests whose connection must close after the response (their body was not read). */
+const closeAfterResponse = new WeakSet<IncomingMessage>();
 
 /**
  * Reads a JSON body of at most `limit` bytes.
@@ -100,19 +106,30 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
   let size = 0;
   let over = false;
   await new Promise<void>((resolve, reject) => {
-    req.on('data', (c: Buffer) => {
+    const onData = (c: Buffer): void => {
       size += c.length;
       if (size > limit) {
+        // Answer now and close the connection instead of reading the rest of the body.
         over = true;
         chunks.length = 0;
-      } else if (!over) chunks.push(c);
-    });
+        req.off('data', onData);
+        req.pause();
+        closeAfterResponse.add(req);
+        resolve();
+      } else chunks.push(c);
+    };
+    req.on('data', onData);
     req.on('end', () => resolve());
     req.on('error', reject);
     req.on('aborted', () => reject(new HttpError(400, 'invalid_request', 'The request was aborted')));
   });
   if (over) throw tooLarge();
-  const text = Buffer.concat(chunks).toString('utf8');
+  let text: string;
+  try {
+    text = utf8.decode(Buffer.concat(chunks));
+  } catch {
+    throw new HttpError(400, 'invalid_request', 'The request body is not valid UTF-8');
+  }
   if (text.trim() === '') throw new HttpError(400, 'invalid_request', 'The request body is empty; expected a JSON object');
   try {
     return JSON.parse(text) as unknown;

@@ -125,6 +125,16 @@ export class ChatService {
 
   /** Renders and tokenizes the request. @throws HttpError 400 (template refused it, or it does not fit the context) */
   prepare(req: ChatRequest): Prepared {
+    const limit = this.context.settings.sequenceContextSize;
+    // Cheap lower bounds first, so an oversized conversation is refused before it is rendered
+    // and tokenized on the event loop: every message renders at least one token, and no
+    // token carries more than a few hundred bytes of text.
+    let contentBytes = 0;
+    for (const m of req.messages) contentBytes += typeof m.content === 'string' ? m.content.length : JSON.stringify(m.content ?? '').length;
+    const atLeast = Math.max(req.messages.length, Math.floor(contentBytes / 256));
+    if (atLeast >= limit) {
+      throw new HttpError(400, 'context_length', `The conversation needs at least ${atLeast} tokens but a sequence of this server's context holds ${limit}; shorten the conversation or start the server with a larger --ctx`);
+    }
     const conversationId = this.resolveConversation(req.messages, req.conversationHeader);
     const prompt = buildChatPrompt(this.model, req.messages, {
       template: this.template,
@@ -135,7 +145,6 @@ export class ChatService {
     if (prompt.replayed.length) this.metrics.replay.inc({ outcome: 'replayed' }, prompt.replayed.length);
     if (prompt.unknown.length) this.metrics.replay.inc({ outcome: 'unknown' }, prompt.unknown.length);
     if (prompt.unlocated.length) this.metrics.replay.inc({ outcome: 'unlocated' }, prompt.unlocated.length);
-    const limit = this.context.settings.sequenceContextSize;
     if (prompt.tokens.length >= limit) {
       throw new HttpError(400, 'context_length', `The prompt is ${prompt.tokens.length} tokens but a sequence of this server's context holds ${limit}; shorten the conversation or start the server with a larger --ctx`);
     }

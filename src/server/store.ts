@@ -3,6 +3,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { LlamuxError } from '../errors.js';
 import type { Database as SqliteDatabase, Statement } from 'better-sqlite3';
 
 /** One stored call. */
@@ -67,9 +68,9 @@ function fromBlob(b: Buffer): Int32Array {
  */
 export class ToolCallStore {
   readonly path: string;
-  #db: SqliteDatabase;
-  #insert: Statement;
-  #get: Statement;
+  #db!: SqliteDatabase;
+  #insert!: Statement;
+  #get!: Statement;
   #limits: Required<ToolCallStoreLimits>;
   #rows = 0;
   #bytes = 0;
@@ -82,8 +83,24 @@ export class ToolCallStore {
       maxBytes: limits.maxBytes ?? 256 * 1024 * 1024,
       maxAgeMs: limits.maxAgeMs ?? 7 * 24 * 3600 * 1000,
     };
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    this.#db = new Database(path);
+    let db: Database.Database | undefined;
+    try {
+      if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+      db = new Database(path);
+      this.#db = db;
+      this.#open();
+    } catch (e) {
+      // Never leave the file open after refusing to start.
+      try {
+        db?.close();
+      } catch {
+        // already unusable
+      }
+      throw new LlamuxError('INVALID_ARGUMENT', `The tool-call store "${path}" cannot be opened: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  #open(): void {
     this.#db.pragma('journal_mode = WAL');
     this.#db.pragma('synchronous = NORMAL');
     this.#db.exec(`
@@ -148,7 +165,34 @@ export class ToolCallStore {
     tx();
   }
 
-  put(call: StoredToolCall): void {
+  /**
+   * Stores a call's exact bytes and tokens. Returns false when the database cannot write
+   * (full disk, closed, ...): replay then falls back to rendering, nothing fails.
+   */
+  put(call: StoredToolCall): boolean {
+    try {
+      this.#put(call);
+      return true;
+    } catch {
+      this.failures++;
+      return false;
+    }
+  }
+
+  /** A stored call, or undefined (unknown, expired, or the database cannot be read). */
+  get(id: string): StoredToolCall | undefined {
+    try {
+      return this.#read(id);
+    } catch {
+      this.failures++;
+      return undefined;
+    }
+  }
+
+  /** Reads or writes that failed (the request went on without the store). */
+  failures = 0;
+
+  #put(call: StoredToolCall): void {
     const spanBlob = toBlob(call.spanTokens);
     const preludeBlob = call.preludeTokens ? toBlob(call.preludeTokens) : null;
     const bytes = Buffer.byteLength(call.spanText) + spanBlob.length + Buffer.byteLength(call.preludeText ?? '') + (preludeBlob?.length ?? 0) + Buffer.byteLength(call.arguments);
@@ -177,7 +221,7 @@ export class ToolCallStore {
     this.#pruneSize();
   }
 
-  get(id: string): StoredToolCall | undefined {
+  #read(id: string): StoredToolCall | undefined {
     const r = this.#get.get(id) as Row | undefined;
     if (!r) return undefined;
     if (r.created_at < Date.now() - this.#limits.maxAgeMs) return undefined;
