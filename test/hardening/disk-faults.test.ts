@@ -137,6 +137,8 @@ describe('disk tier faults', () => {
       const ctx = await model.createContext({ ...DISK_ONLY, cacheDir: fs.dir });
       await exact(ctx, a, 1);
       await exact(ctx, b, 1); // evicts a: no space
+      // Writes run on the disk tier's own thread: give it time to meet the full disk.
+      await new Promise((r) => setTimeout(r, 300));
       fs.free();
       await exact(ctx, c, 1); // evicts b: written
       await ctx.dispose(); // writes c
