@@ -1,28 +1,51 @@
-// `npm run bench [-- --quick] [-- --suite engine,tools]`: runs benchmark suites and prints tables.
+// `npm run bench [-- --quick] [-- --suite engine,replay] [-- --threads N]`: runs benchmark suites,
+// prints a table per suite and writes JSON results under bench/results/.
 import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
+const KNOWN = ['engine', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead'];
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const suiteArg = args.find((a) => a.startsWith('--suite='))?.slice('--suite='.length) ?? args[args.indexOf('--suite') + 1];
-const suites = (suiteArg && !suiteArg.startsWith('--') ? suiteArg : 'engine,markers,cache,tools').split(',');
+const suites = (suiteArg && !suiteArg.startsWith('--') ? suiteArg : KNOWN.join(',')).split(',');
+const threadsArg = args.find((a) => a.startsWith('--threads='))?.slice('--threads='.length) ?? (args.includes('--threads') ? args[args.indexOf('--threads') + 1] : undefined);
+const threads = threadsArg !== undefined ? Number(threadsArg) : undefined;
+if (threads !== undefined && !(Number.isInteger(threads) && threads > 0)) {
+  console.error(`--threads expects a positive integer, got "${threadsArg}"`);
+  process.exit(2);
+}
+// Options of every suite: --quick, and --threads N when given (each suite has its own default).
+const common = { quick, ...(threads !== undefined ? { threads } : {}) };
 
 const started = Date.now();
 for (const suite of suites) {
+  const t0 = Date.now();
+  console.log(`\n## ${suite}\n`);
   if (suite === 'engine') {
-    console.log(await runEngineBench({ quick }));
+    console.log(await runEngineBench(common));
   } else if (suite === 'markers') {
-    console.log(await runMarkersBench({ quick }));
+    console.log(await runMarkersBench(common));
   } else if (suite === 'cache') {
-    console.log(await runCacheBench({ quick }));
+    console.log(await runCacheBench(common));
   } else if (suite === 'tools') {
     const { runToolsBench } = await import('./tools.js');
     const r = await runToolsBench({ quick });
     console.log(typeof r === 'string' ? r : JSON.stringify(r, null, 2));
+  } else if (suite === 'replay') {
+    const { runReplayBench } = await import('./workloads/replay.js');
+    console.log(await runReplayBench(common));
+  } else if (suite === 'throughput') {
+    const { runThroughputBench } = await import('./workloads/throughput.js');
+    console.log(await runThroughputBench(common));
+  } else if (suite === 'overhead') {
+    const { runOverheadBench } = await import('./workloads/overhead.js');
+    console.log(await runOverheadBench(common));
   } else {
-    console.error(`unknown suite "${suite}" (known: engine, markers, cache, tools)`);
+    console.error(`unknown suite "${suite}" (known: ${KNOWN.join(', ')})`);
     process.exitCode = 2;
+    continue;
   }
+  console.log(`(${suite}: ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 }
 console.log(`\nbench finished in ${((Date.now() - started) / 1000).toFixed(1)} s (${quick ? 'quick' : 'full'} mode)`);

@@ -1,5 +1,8 @@
 #include "sampler.h"
 
+#include <cmath>
+#include <exception>
+
 namespace llamux {
 
 Sampler::~Sampler() {
@@ -63,16 +66,29 @@ llama_token Sampler::Sample(llama_context *ctx, int32_t idx) {
   for (int32_t t = 0; t < nVocab_; t++) cur_[static_cast<size_t>(t)] = llama_token_data{t, logits[t], 0.0f};
   llama_token_data_array arr = {cur_.data(), cur_.size(), -1, false};
   llama_sampler *active = useGreedy_ ? greedy_ : normal_;
-  llama_sampler_apply(active, &arr);
+  try {
+    llama_sampler_apply(active, &arr);
+  } catch (const std::exception &) {
+    return -2;
+  }
   if (arr.selected < 0 || static_cast<size_t>(arr.selected) >= arr.size) return -1;
+  // Every candidate was masked (e.g. a grammar that allows no token here).
+  if (std::isinf(arr.data[arr.selected].logit) && arr.data[arr.selected].logit < 0) return -2;
   llama_token tok = arr.data[arr.selected].id;
-  Accept(tok);
+  if (!Accept(tok)) return -2;
   return tok;
 }
 
-void Sampler::Accept(llama_token t) {
-  if (normal_ != nullptr) llama_sampler_accept(normal_, t);
-  if (greedy_ != nullptr) llama_sampler_accept(greedy_, t);
+bool Sampler::Accept(llama_token t) {
+  // llama.cpp's grammar sampler throws when a token leaves it without a state: that must
+  // fail the request, never escape the engine thread.
+  try {
+    if (normal_ != nullptr) llama_sampler_accept(normal_, t);
+    if (greedy_ != nullptr) llama_sampler_accept(greedy_, t);
+    return true;
+  } catch (const std::exception &) {
+    return false;
+  }
 }
 
 }  // namespace llamux

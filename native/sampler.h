@@ -38,11 +38,12 @@ class Sampler {
   bool Init(const llama_vocab *vocab, const SamplerParams &p, bool withGreedy, std::string *error);
 
   // Samples from output row `idx` of the last decode with the active chain, then accepts
-  // the token on every chain. Returns -1 when llama.cpp has no logits for that row.
+  // the token on every chain. Returns -1 when llama.cpp has no logits for that row, -2 when
+  // no token is allowed (a grammar that cannot continue).
   llama_token Sample(llama_context *ctx, int32_t idx);
 
-  // Feeds a token that was not sampled here (e.g. a replayed one) to every chain.
-  void Accept(llama_token t);
+  // Feeds a token to every chain; false when a chain (a grammar) rejects it.
+  bool Accept(llama_token t);
 
   void UseGreedy(bool on) { useGreedy_ = on && greedy_ != nullptr; }
   bool UsingGreedy() const { return useGreedy_; }

@@ -904,6 +904,10 @@ void Scheduler::DecodeBatch() {
       }
       if (r.logitIdx < 0) continue;
       llama_token tok = r.sampler.Sample(ctx_, r.logitIdx);
+      if (tok == -2) {
+        Finish(r, "error", "GRAMMAR_FAILED", "The grammar allows no token at this point of the output");
+        continue;
+      }
       if (tok < 0) {
         Finish(r, "error", "DECODE_FAILED", "llama.cpp returned no logits for this sequence");
         continue;
@@ -1130,8 +1134,16 @@ void Scheduler::Run() {
       std::lock_guard<std::mutex> lk(mu_);
       if (closing_) break;
     }
-    progressed = Admit();
-    if (BuildBatch()) DecodeBatch();
+    try {
+      progressed = Admit();
+      if (BuildBatch()) DecodeBatch();
+    } catch (const std::exception &e) {
+      // A C++ exception must never leave the engine thread: fail what was running, go on.
+      for (auto &rp : active_) {
+        if (!rp->done) Finish(*rp, "error", "INTERNAL", std::string("Internal engine error: ") + e.what());
+      }
+      progressed = true;
+    }
     FlushEvents();
     // A finished request frees its sequence (and maybe a session someone waits for).
     for (auto &rp : active_) progressed = progressed || rp->done;

@@ -59,7 +59,10 @@ export function tokenizeMarker(model: Model, marker: string | number[]): Int32Ar
     return Int32Array.from(marker);
   }
   const direct = model.tokenize(marker, { addSpecial: false, parseSpecial: true });
-  if (model.detokenize(direct, { special: true }) === marker) return direct;
+  // Accept the plain tokenization only when it does not start with a space-prefixed piece
+  // (SentencePiece adds "▁" at the start of text, which never matches mid-output).
+  const firstPiece = direct.length > 0 ? Buffer.from(model.tokenPiece(direct[0]!, { special: true })).toString('utf8') : '';
+  if (model.detokenize(direct, { special: true }) === marker && !(firstPiece.startsWith(' ') && !marker.startsWith(' '))) return direct;
   // SentencePiece vocabularies prefix a space at the start of text: tokenize after a
   // sentinel and drop the sentinel's tokens.
   const sentinel = model.tokenize('\n', { addSpecial: false, parseSpecial: true });

@@ -56,7 +56,8 @@ export async function nlcSingle(model: import('node-llama-cpp').LlamaModel, m: N
 }
 
 export async function nlcConcurrent(model: import('node-llama-cpp').LlamaModel, m: NlcModule, nVocab: number, n: number, promptTokens: number, genTokens: number, threads: number): Promise<{ aggregateDecodeTokensPerSec: number; ttftP50: number; ttftP95: number }> {
-  const ctx = await model.createContext({ contextSize: (promptTokens + genTokens + 16) * n, sequences: n, threads, batchSize: 512 });
+  // node-llama-cpp's contextSize is per sequence
+  const ctx = await model.createContext({ contextSize: promptTokens + genTokens + 16, sequences: n, threads, batchSize: 512 });
   const bias = new m.TokenBias(model.tokenizer);
   for (const t of [model.tokens.eos, model.tokens.eot].filter((x) => x != null)) bias.set(t as never, 'never');
   const seqs = Array.from({ length: n }, () => ctx.getSequence());

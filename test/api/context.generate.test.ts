@@ -117,6 +117,14 @@ describe('Context#generate() on the tiny Llama 2 model', () => {
     expect(e.message).toMatch(/grammar/);
   });
 
+  it('fails a request whose grammar allows no token with GRAMMAR_FAILED, and keeps running', async () => {
+    // a grammar made only of the end-of-sequence token: llama.cpp refuses EOG before the grammar completes
+    const e = await rejection(ctx.complete({ prompt: 'hello', maxTokens: 4, temperature: 0, grammar: `root ::= <[${model.vocab.eos}]>` }));
+    expect(e.code).toBe('GRAMMAR_FAILED');
+    const after = await ctx.complete({ prompt: 'hello', maxTokens: 3, temperature: 0, logitBias: noEos });
+    expect(after.generatedTokens).toBe(3);
+  });
+
   it('ends with length at the end of the context', async () => {
     const small = await model.createContext({ contextSize: 256 });
     const prompt = model.tokenize('one two three four five');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { detectMarkerPreset, loadModel, MARKER_PRESETS } from '../../src/index.js';
+import { detectMarkerPreset, loadModel, MARKER_PRESETS, tokenizeMarker } from '../../src/index.js';
 import { testModel } from '../helpers/models.js';
 import { tinyModelPath } from '../helpers/paths.js';
 
@@ -11,6 +11,15 @@ describe('tool-call marker presets', () => {
     expect(ctx.markers?.preset).toBe('hermes');
     expect(Array.from(ctx.markers!.start)).toEqual(Array.from(model.tokenize(MARKER_PRESETS.hermes.start, { addSpecial: false, parseSpecial: true })));
     expect(ctx.markers!.start).toHaveLength(1);
+    await model.dispose();
+  });
+
+  it('tokenizes a multi-token marker as it appears mid-output (no SentencePiece space prefix)', async () => {
+    const model = await loadModel(tinyModelPath, { vocabOnly: true });
+    const tokens = tokenizeMarker(model, '<tool_call>');
+    expect(tokens.length).toBeGreaterThan(1);
+    expect(Buffer.from(model.tokenPiece(tokens[0]!)).toString()).toBe('<');
+    expect(model.detokenize(Int32Array.from([...model.tokenize('x', { addSpecial: false }), ...tokens]))).toBe('x<tool_call>');
     await model.dispose();
   });
 

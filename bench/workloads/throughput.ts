@@ -1,0 +1,190 @@
+// Concurrent conversations: 1, 4, 8 and 16 at once against llamux (one context with as many
+// sequences, continuous batching on its native thread) and against node-llama-cpp 3.21.1 (one
+// context with as many sequences, its own batching). Every conversation sends a distinct prompt and
+// decodes a fixed number of tokens greedily (end of generation banned). Per level: aggregate decode
+// tokens/s over the span where every conversation is decoding, end-to-end generated tokens/s, and
+// p50/p95 time to first token from the common start, all measured on the client.
+import { loadModel, setLogger, type Model } from '../../src/index.js';
+import { withNodeLlamaCpp } from '../drivers/node-llama-cpp.js';
+import { benchPrompt, ensureBenchModel, type BenchModelName } from '../models.js';
+import { fmt, progress, progressDone, table, writeResult, type Row } from '../report.js';
+
+export interface LevelResult {
+  conversations: number;
+  /** Generated tokens/s of all conversations together while every one of them decodes. */
+  aggregateDecodeTokensPerSec: number;
+  /** All generated tokens over start to last token. */
+  endToEndTokensPerSec: number;
+  ttftP50Ms: number;
+  ttftP95Ms: number;
+  ttftsMs: number[];
+  totalMs: number;
+  /** Length of the all-decoding window the aggregate figure comes from. */
+  windowMs: number;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+/** Per-token arrival times (ms from the common start) of each conversation → the level's figures. */
+export function summarize(n: number, times: number[][]): LevelResult {
+  const firsts = times.map((t) => t[0] ?? NaN);
+  const lasts = times.map((t) => t.at(-1) ?? NaN);
+  const from = Math.max(...firsts);
+  const to = Math.min(...lasts);
+  const all = times.flat();
+  const end = Math.max(...lasts);
+  let aggregate: number;
+  let windowMs = to - from;
+  const inWindow = all.filter((t) => t > from && t <= to).length;
+  if (windowMs > 0 && inWindow >= n) {
+    aggregate = inWindow / (windowMs / 1000);
+  } else {
+    // No span where all decode at once (very short runs): tokens after each first token over
+    // the time after the last first token.
+    windowMs = end - from;
+    aggregate = windowMs > 0 ? (all.length - n) / (windowMs / 1000) : NaN;
+  }
+  const sorted = [...firsts].sort((a, b) => a - b);
+  return {
+    conversations: n,
+    aggregateDecodeTokensPerSec: aggregate,
+    endToEndTokensPerSec: all.length / (end / 1000),
+    ttftP50Ms: percentile(sorted, 0.5),
+    ttftP95Ms: percentile(sorted, 0.95),
+    ttftsMs: sorted,
+    totalMs: end,
+    windowMs,
+  };
+}
+
+async function llamuxLevel(model: Model, n: number, promptTokens: number, genTokens: number, threads: number): Promise<LevelResult> {
+  const ctx = await model.createContext({ contextSize: n * (promptTokens + genTokens + 16) + 64, sequences: n, threads, batchThreads: threads, toolCallMarkers: false });
+  try {
+    const bias = Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity]));
+    await ctx.complete({ prompt: benchPrompt(8, model.vocab.size, 99), maxTokens: 4, temperature: 0, logitBias: bias });
+    const t0 = performance.now();
+    const times = await Promise.all(
+      Array.from({ length: n }, async (_, i) => {
+        const out: number[] = [];
+        const gen = ctx.generate({ prompt: benchPrompt(promptTokens, model.vocab.size, i + 1), maxTokens: genTokens, temperature: 0, logitBias: bias, tokens: true });
+        for await (const ev of gen) {
+          const t = performance.now() - t0;
+          if (ev.type === 'text') for (let j = 0; j < (ev.tokens?.length ?? 1); j++) out.push(t);
+          else if (ev.type === 'final') while (out.length < ev.generatedTokens) out.push(t);
+        }
+        return out;
+      }),
+    );
+    return summarize(n, times);
+  } finally {
+    await ctx.dispose();
+  }
+}
+
+async function nlcLevel(
+  model: import('node-llama-cpp').LlamaModel,
+  m: typeof import('node-llama-cpp'),
+  eogTokens: readonly number[],
+  nVocab: number,
+  n: number,
+  promptTokens: number,
+  genTokens: number,
+  threads: number,
+): Promise<LevelResult> {
+  // node-llama-cpp's contextSize is per sequence.
+  const ctx = await model.createContext({ contextSize: promptTokens + genTokens + 16, sequences: n, threads, batchSize: 512 });
+  try {
+    const bias = new m.TokenBias(model.tokenizer);
+    for (const t of eogTokens) bias.set(t as never, 'never');
+    const seqs = Array.from({ length: n }, () => ctx.getSequence());
+    {
+      let i = 0;
+      for await (const _ of seqs[0]!.evaluate(benchPrompt(8, nVocab, 99) as never, { temperature: 0, tokenBias: bias })) if (++i >= 4) break;
+      await seqs[0]!.clearHistory();
+    }
+    const t0 = performance.now();
+    const times = await Promise.all(
+      seqs.map(async (seq, i) => {
+        const out: number[] = [];
+        for await (const _ of seq.evaluate(benchPrompt(promptTokens, nVocab, i + 1) as never, { temperature: 0, tokenBias: bias })) {
+          out.push(performance.now() - t0);
+          if (out.length >= genTokens) break;
+        }
+        return out;
+      }),
+    );
+    return summarize(n, times);
+  } finally {
+    await ctx.dispose();
+  }
+}
+
+export interface ThroughputBenchOptions {
+  quick?: boolean;
+  threads?: number;
+  model?: BenchModelName;
+  levels?: number[];
+}
+
+export async function runThroughputBench(opts: ThroughputBenchOptions = {}): Promise<string> {
+  setLogger('silent');
+  // Quick runs use one thread: llama.cpp's spinning thread pool on a busy 2-core machine stalls for whole
+  // scheduler slices per step (quick mode measures nothing, it only has to finish).
+  const threads = opts.threads ?? (opts.quick ? 1 : 2);
+  const name: BenchModelName = opts.model ?? (opts.quick ? 'tiny-random' : '250m-q8_0');
+  const levels = opts.levels ?? [1, 4, 8, 16];
+  const promptTokens = opts.quick ? 32 : 128;
+  const genTokens = opts.quick ? 24 : 96;
+  progress(`throughput: preparing ${name}`);
+  const bm = await ensureBenchModel(name);
+  const llamux: LevelResult[] = [];
+  const model = await loadModel(bm.path);
+  const nVocab = model.vocab.size;
+  const eogTokens = [...model.vocab.eogTokens];
+  try {
+    for (const n of levels) {
+      progress(`throughput: llamux, ${n} conversation${n > 1 ? 's' : ''}`);
+      llamux.push(await llamuxLevel(model, n, promptTokens, genTokens, threads));
+    }
+  } finally {
+    await model.dispose();
+  }
+  const nlc = await withNodeLlamaCpp(bm.path, async (m, mod) => {
+    const out: LevelResult[] = [];
+    for (const n of levels) {
+      progress(`throughput: node-llama-cpp, ${n} sequence${n > 1 ? 's' : ''}`);
+      out.push(await nlcLevel(m, mod, eogTokens, nVocab, n, promptTokens, genTokens, threads));
+    }
+    return out;
+  });
+  progressDone();
+  const rows: Row[] = levels.map((n, i) => {
+    const a = llamux[i]!;
+    const b = nlc[i]!;
+    return {
+      conversations: n,
+      'llamux decode tok/s': fmt(a.aggregateDecodeTokensPerSec),
+      'node-llama-cpp decode tok/s': fmt(b.aggregateDecodeTokensPerSec),
+      'llamux / nlc': `${(a.aggregateDecodeTokensPerSec / b.aggregateDecodeTokensPerSec).toFixed(2)}x`,
+      'llamux end-to-end tok/s': fmt(a.endToEndTokensPerSec),
+      'nlc end-to-end tok/s': fmt(b.endToEndTokensPerSec),
+      'llamux TTFT p50 / p95 ms': `${fmt(a.ttftP50Ms)} / ${fmt(a.ttftP95Ms)}`,
+      'nlc TTFT p50 / p95 ms': `${fmt(b.ttftP50Ms)} / ${fmt(b.ttftP95Ms)}`,
+    };
+  });
+  const out: string[] = [];
+  out.push(table(`throughput: concurrent conversations (${bm.description}, ${threads} thread${threads > 1 ? 's' : ''}; each a distinct ${promptTokens}-token prompt, ${genTokens} tokens decoded)`, rows));
+  const file = writeResult('throughput', {
+    mode: opts.quick ? 'quick' : 'full',
+    model: { name, description: bm.description, sizeBytes: bm.sizeBytes },
+    settings: { threads, levels, promptTokens, genTokens },
+    llamux,
+    nodeLlamaCpp: nlc,
+  });
+  out.push(`results: ${file}`);
+  return out.join('\n');
+}

@@ -1,0 +1,70 @@
+// `bench/index.ts --quick` runs every suite end to end on the small models. Nothing here is about
+// speed: only that each suite finishes and prints its table.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { projectRoot } from '../helpers/paths.js';
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+function bench(args: string[], timeoutMs: number): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const t0 = Date.now();
+    const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'bench', 'index.ts'), ...args], {
+      cwd: projectRoot,
+      env: { ...process.env, NODE_NO_WARNINGS: '1' },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, ms: Date.now() - t0 });
+    });
+  });
+}
+
+const SUITES = ['engine', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead'];
+
+/** Column headers of the tables of the head-to-head suites. */
+const TABLE_HEADERS: Record<string, RegExp[]> = {
+  replay: [
+    /### replay: time to first token per turn/,
+    /\| turn +\| prompt tokens \| new tokens \| session ms \| server ms \| no cache ms \| node-llama-cpp ms \|/,
+    /### replay: prompt tokens prefilled per turn/,
+    /\| system +\| turn \d+ TTFT ms \| vs node-llama-cpp \| prefilled \| prefilled \/ new tokens \|/,
+  ],
+  throughput: [/### throughput: concurrent conversations/, /\| conversations \| llamux decode tok\/s \| node-llama-cpp decode tok\/s \|/],
+  overhead: [/### overhead: one sequence/, /\| system +\| prefill tok\/s \| prefill vs raw \| decode tok\/s \| decode vs raw \|/],
+};
+
+describe('bench --quick', () => {
+  it('runs every suite end to end and prints each table', { timeout: 300_000 }, async () => {
+    const r = await bench(['--quick'], 290_000);
+    const tail = `${r.stdout.slice(-3000)}\n--- stderr ---\n${r.stderr.slice(-3000)}`;
+    expect(r.signal, tail).toBeNull();
+    expect(r.code, tail).toBe(0);
+    for (const s of SUITES) expect(r.stdout, `suite ${s}`).toContain(`## ${s}\n`);
+    for (const [s, headers] of Object.entries(TABLE_HEADERS)) {
+      for (const h of headers) expect(r.stdout, `suite ${s}: ${h}`).toMatch(h);
+    }
+    // the last turn of the replay table has a figure for every system
+    expect(r.stdout).toMatch(/\| 3 +\| \d+ +\| \d+ +\| [\d.,]+ +\| [\d.,]+ +\| [\d.,]+ +\| [\d.,]+ +\|/);
+    expect(r.stdout).toMatch(/bench finished in [\d.]+ s \(quick mode\)/);
+  });
+
+  it('rejects an unknown suite', { timeout: 60_000 }, async () => {
+    const r = await bench(['--suite', 'nope'], 55_000);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/unknown suite "nope"/);
+  });
+});
