@@ -9,6 +9,7 @@
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { ToolCallAccumulator, defineTool, runToolCalls, streamToolCalls, type AnyTool, type ToolCall } from '../src/tools/index.js';
+import { Prng } from '../src/gguf/prng.js';
 
 export interface ToolsBenchOptions {
   /** Fewer repetitions and sizes (for CI and smoke runs). */
@@ -35,16 +36,10 @@ interface AccumulatorRow {
   readonly mbPerSecond: number;
 }
 
-/** A small deterministic PRNG (mulberry32). */
+/** A deterministic PRNG in [0, 1) (the project's mulberry32). */
 function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const p = new Prng(seed);
+  return () => p.next();
 }
 
 function median(values: number[]): number {

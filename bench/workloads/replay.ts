@@ -29,6 +29,7 @@ import { withNodeLlamaCpp } from '../drivers/node-llama-cpp.js';
 import { benchPrompt, ensureBenchModel, type BenchModelName } from '../models.js';
 import { replayPlotSubtitle, replayPlotTitle, writeReplayPlot, type PlotSeries } from '../plot.js';
 import { fmt, progress, progressDone, table, writeResult, type Row } from '../report.js';
+import { Prng } from '../../src/gguf/prng.js';
 
 // ---------------------------------------------------------------------------------------------
 // The conversation
@@ -65,16 +66,10 @@ const CALLS: Array<{ content: string; name: string; arguments: Record<string, un
 const SYSTEM = 'You are a coding agent working in a TypeScript repository. Use the tools to inspect and change files, one call at a time, and answer briefly.';
 const USER = 'The test suite fails after the last change to the cache module. Find the cause, fix it and run the tests again.';
 
-/** mulberry32 */
+/** A deterministic PRNG in [0, 1) (the project's mulberry32). */
 function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const p = new Prng(seed);
+  return () => p.next();
 }
 
 function words(r: () => number, n: number): string {

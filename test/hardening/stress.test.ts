@@ -6,18 +6,13 @@
 // output streamed before a failure is a prefix of the right output.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LlamuxError, loadModel, setLogger, type Context, type GenerateEvent, type GenerateOptions, type GenerateResult, type Generation, type Model } from '../../src/index.js';
+import { Prng } from '../../src/gguf/prng.js';
 import { ONE_THREAD, script, testModel } from '../helpers/models.js';
 
-/** mulberry32: a small seeded PRNG, so a failing round can be replayed from its seed. */
+/** A seeded PRNG (the project's mulberry32), so a failing round can be replayed from its seed. */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const p = new Prng(seed);
+  return () => p.next();
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
