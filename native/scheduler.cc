@@ -1067,7 +1067,7 @@ void Scheduler::ReleaseSlot(Request &r, bool keepKv) {
       sess.busy = false;
       sess.lastUsed = s->lastUsed;
       if (keepKv) sess.transcript = r.tokens;  // committed: prompt + generated (EOG excluded)
-      if (sess.endAfter) EndSession(it->first);
+      if (sess.endAfter) EndSession(std::string(it->first));  // a copy: the key dies with the entry
     }
   }
   if (r.p->prefillOnly && keepKv && !pinned) SaveToRam(*s, "");  // a warmed prefix survives slot reuse
