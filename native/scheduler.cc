@@ -206,7 +206,13 @@ void Scheduler::CloseSpan(Request &r, bool truncated) {
   r.spanIndex++;
 }
 
-void Scheduler::FlushEvents() {
+void Scheduler::FlushEvents(bool force) {
+  // Text deltas are handed over at most every millisecond (fast models sample a token every
+  // few hundred microseconds; waking JS for each would take a core from the decode). Ends,
+  // errors and tool-call events go at once, and everything goes before the thread waits.
+  Clock::time_point now = Clock::now();
+  if (!force && events_.empty() && std::chrono::duration<double, std::micro>(now - lastFlush_).count() < 1000.0) return;
+  lastFlush_ = now;
   for (auto &rp : active_) {
     Request &r = *rp;
     if (r.done) continue;
@@ -1129,7 +1135,9 @@ void Scheduler::Run() {
     // Block only when nothing can move without a command: no decode to run, and the last
     // admission round could place nothing (e.g. requests waiting for a busy session).
     if (diskWaits && !runnable) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    DrainCommands(!runnable && !progressed && !diskWaits);
+    bool idle = !runnable && !progressed && !diskWaits;
+    if (idle || !runnable) FlushEvents(true);
+    DrainCommands(idle);
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (closing_) break;
@@ -1174,7 +1182,7 @@ void Scheduler::Run() {
     Emit(std::move(ev));
   }
   waiting_.clear();
-  FlushEvents();
+  FlushEvents(true);
   active_.clear();
   // With a disk tier, what the sequences hold survives the restart (written before the
   // I/O thread is joined below).

@@ -116,7 +116,7 @@ class Scheduler {
   void Finish(Request &r, const char *reason, const char *code = nullptr, const std::string &message = "");
   void FailBatch(const char *code, const std::string &message);
   void Emit(Event &&ev);
-  void FlushEvents();
+  void FlushEvents(bool force = false);
   void ReleaseSlot(Request &r, bool keepKv);
   bool TokenizePrompt(Request &r, std::string *error);
 
@@ -154,6 +154,7 @@ class Scheduler {
   std::unique_ptr<StateCache> ram_;
   std::unique_ptr<DiskTier> disk_;
   Clock::time_point lastExpiry_;
+  Clock::time_point lastFlush_;
   CacheCounters counters_;
   mutable std::vector<llama_token> scratch_;
 };
