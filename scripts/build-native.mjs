@@ -12,6 +12,7 @@
 //   LLAMUX_PORTABLE=1  no -march=native (what prebuilds use)
 //   LLAMUX_DEBUG=1     Debug build
 //   LLAMUX_BUILD_DIR   cmake build folder (default build/)
+//   LLAMUX_CMAKE_ARGS  extra cmake definitions ("GGML_OPENMP=OFF ...")
 //   LLAMUX_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (llama.cpp and the addon)
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -88,6 +89,8 @@ function main() {
     if (process.arch === 'x64') args.push('--CDGGML_AVX=ON', '--CDGGML_AVX2=ON', '--CDGGML_FMA=ON', '--CDGGML_F16C=ON', '--CDGGML_BMI2=ON');
   }
   if (process.env.LLAMUX_BUILD_BENCH === '1') args.push('--CDLLAMUX_BUILD_BENCH=ON');
+  // Extra cmake definitions, e.g. LLAMUX_CMAKE_ARGS="GGML_OPENMP=OFF GGML_CUDA=ON".
+  for (const def of (process.env.LLAMUX_CMAKE_ARGS ?? '').split(/\s+/).filter(Boolean)) args.push(`--CD${def}`);
   if (process.env.LLAMUX_SANITIZE === '1') {
     args.push('--CDLLAMA_SANITIZE_ADDRESS=ON', '--CDLLAMA_SANITIZE_UNDEFINED=ON', '--CDLLAMUX_SANITIZE=ON', '--CDCMAKE_BUILD_TYPE=RelWithDebInfo');
   }
