@@ -1087,7 +1087,11 @@ void Scheduler::Finish(Request &r, const char *reason, const char *code, const s
   r.done = true;
   Clock::time_point now = Clock::now();
   std::string reasonStr = reason;
-  if (reasonStr != "stop") {
+  // Held-back text (a possible stop string, a possible marker, an incomplete character) is
+  // released only when generation really ended there (eog, length). An abort or error cuts
+  // the output short: what was held stays unsaid, so everything streamed is a prefix of what
+  // the full run would have streamed.
+  if (reasonStr == "eog" || reasonStr == "length") {
     if (r.matcher) {
       outs_.clear();
       r.matcher->Flush(&outs_);
