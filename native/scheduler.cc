@@ -622,9 +622,33 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
     outcome = pinnedHit && common == target->tokens.size() ? "sticky" : "partial";
   }
   // Better sources than the target's own KV: a spilled session, another sequence's KV
-  // (shared cells with unified KV), or the RAM tier.
+  // (shared cells with unified KV), the RAM tier, or the disk tier.
   const size_t minGain = 8;
   double restoreMs = 0;
+  if (disk_ && canTruncate_ && cfg_.reuse && !r.diskReady && !r.diskPending) {
+    // Decide on the disk tier before anything changes: a read makes the request wait
+    // (without a sequence), so nothing may have been restored or copied for it yet.
+    size_t best = common;
+    if (sess != nullptr && sess->slot < 0 && ram_) {
+      CacheEntry *e = ram_->FindSession(sid);
+      if (e != nullptr) best = std::max(best, CommonPrefix(e->tokens, r.tokens));
+    }
+    if (cfg_.kvUnified) {
+      for (auto &s : slots_) best = std::max(best, CommonPrefix(KvTokens(s), r.tokens));
+    }
+    if (ram_) {
+      size_t c = 0;
+      if (ram_->Lookup(r.tokens, &c) != nullptr) best = std::max(best, c);
+    }
+    size_t c = 0;
+    DiskTier::Entry *e = disk_->Lookup(r.tokens, &c);
+    if (e != nullptr && c >= best + minGain) {
+      r.diskPending = true;
+      r.diskTokens = e->tokens;
+      disk_->Read(r.p->id, *e);
+      return Placement::Wait;
+    }
+  }
   if (sess != nullptr && sess->slot < 0 && ram_ && cfg_.reuse) {
     CacheEntry *e = ram_->FindSession(sid);
     if (e != nullptr) {
@@ -718,16 +742,6 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
       }
     }
     r.diskBlob.clear();
-  } else if (disk_ && canTruncate_ && !r.diskPending && cfg_.reuse) {
-    size_t c = 0;
-    DiskTier::Entry *e = disk_->Lookup(r.tokens, &c);
-    if (e != nullptr && c >= common + minGain) {
-      // Read it on the I/O thread; the request waits without holding a sequence.
-      r.diskPending = true;
-      r.diskTokens = e->tokens;
-      disk_->Read(r.p->id, *e);
-      return Placement::Wait;
-    }
   }
   // Drop what the prompt does not share; keep one prompt token to decode for logits.
   if (!target->tokens.empty() && target->session.empty() && outcome != "restored" && tier != "shared" &&
