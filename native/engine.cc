@@ -394,6 +394,8 @@ Napi::Value Engine::Stats(const Napi::CallbackInfo &info) {
   o.Set("diskBudget", static_cast<double>(c.diskBudget.load()));
   o.Set("diskRestores", static_cast<double>(c.diskRestores.load()));
   o.Set("diskRejected", static_cast<double>(c.diskRejected.load()));
+  o.Set("kvCellsUsed", static_cast<double>(c.kvCellsUsed.load()));
+  o.Set("kvCellsTotal", static_cast<double>(c.kvCellsTotal.load()));
   return o;
 }
 

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "hash.h"
+#include "kv_cells.h"
 
 namespace llamux {
 
@@ -101,6 +102,7 @@ bool Scheduler::Start(std::string *error) {
   for (uint32_t i = 0; i < cfg_.nSeqMax; i++) slots_[i].seq = static_cast<int32_t>(i);
   if (cfg_.cacheRamBytes > 0 && cfg_.reuse) ram_ = std::make_unique<StateCache>(cfg_.cacheRamBytes);
   counters_.ramBudget = cfg_.cacheRamBytes;
+  counters_.kvCellsTotal = llama_n_ctx(ctx_);
   lastExpiry_ = Clock::now();
   if (!cfg_.cacheDir.empty() && cfg_.reuse) {
     // Files are only valid for the same weights and the same KV layout.
@@ -365,6 +367,7 @@ static size_t CommonPrefix(const std::vector<llama_token> &a, const std::vector<
 }
 
 void Scheduler::UpdateCounters() {
+  if (ctx_ != nullptr) counters_.kvCellsUsed = KvCellsUsed(ctx_, cfg_.nSeqMax, cfg_.kvUnified);
   counters_.ramBytes = ram_ ? ram_->Bytes() : 0;
   counters_.ramEntries = ram_ ? ram_->Count() : 0;
   counters_.ramEvictions = ram_ ? ram_->Evictions() : 0;
@@ -1171,6 +1174,7 @@ void Scheduler::Run() {
       progressed = true;
     }
     FlushEvents();
+    counters_.kvCellsUsed = KvCellsUsed(ctx_, cfg_.nSeqMax, cfg_.kvUnified);
     // A finished request frees its sequence (and maybe a session someone waits for).
     for (auto &rp : active_) progressed = progressed || rp->done;
     active_.erase(std::remove_if(active_.begin(), active_.end(), [](const std::unique_ptr<Request> &r) { return r->done; }),

@@ -49,6 +49,7 @@ struct CacheCounters {
   std::atomic<uint64_t> ramBytes{0}, ramEntries{0}, ramBudget{0}, ramEvictions{0};
   std::atomic<uint64_t> sessions{0}, pinned{0}, spills{0}, restores{0}, shares{0};
   std::atomic<uint64_t> diskBytes{0}, diskEntries{0}, diskBudget{0}, diskRestores{0}, diskRejected{0};
+  std::atomic<int64_t> kvCellsUsed{0}, kvCellsTotal{0};
 };
 
 class Scheduler {

@@ -152,6 +152,9 @@ export interface NativeCacheStats {
   diskRestores: number;
   /** Disk files removed because they were truncated, corrupt or foreign. */
   diskRejected: number;
+  /** KV cells holding tokens (a cell shared by several sequences counts once); -1 for non-KV memories. */
+  kvCellsUsed: number;
+  kvCellsTotal: number;
 }
 
 export interface NativeReady {

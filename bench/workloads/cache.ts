@@ -95,10 +95,12 @@ export async function runCacheBench(opts: { quick?: boolean; threads?: number } 
   const ctx = await model.createContext({ contextSize: cells, ...base, sequences: 8, prefillChunk: 512 });
   await ctx.prefillOnly(prefix);
   const shared = await Promise.all(Array.from({ length: 8 }, (_, i) => ctx.complete({ prompt: [...prefix, ...benchPrompt(tail, model.vocab.size, 500 + i)], maxTokens: 8, temperature: 0 })));
+  const cellsUsed = ctx.cacheStats().kvCellsUsed;
   await ctx.dispose();
   const copies = 8 * (nPrefix + tail + 8);
   out.push(table('8 sequences sharing a prefix (unified KV, seq_cp)', [{
     'context cells': ctx.settings.contextSize,
+    'KV cells used': cellsUsed,
     'cells needed by 8 copies': copies,
     ratio: `${(ctx.settings.contextSize / copies).toFixed(3)}x`,
     'requests served from shared cells': shared.filter((r) => r.cache.tier === 'shared' || r.cache.outcome === 'exact' || r.cache.outcome === 'partial').length,

@@ -216,6 +216,25 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
     await ctx.dispose();
   });
 
+  it('reports KV cells in use: 4 sequences sharing a prefix hold it once, 4 copies hold it 4 times', async () => {
+    const system = model.tokenize(words(120, 13));
+    const run = async (prefixCache: boolean) => {
+      const ctx = await model.createContext({ contextSize: 4096, sequences: 4, prefixCache });
+      expect(ctx.cacheStats().kvCellsUsed).toBe(0);
+      await ctx.prefillOnly(system);
+      await Promise.all([0, 1, 2, 3].map((i) => ctx.complete({ prompt: Int32Array.from([...system, ...model.tokenize(` user ${i}`, { addSpecial: false })]), maxTokens: 4, temperature: 0, logitBias: noEos })));
+      const st = ctx.cacheStats();
+      await ctx.dispose();
+      return st;
+    };
+    const shared = await run(true);
+    const copies = await run(false);
+    expect(shared.kvCellsTotal).toBe(4096);
+    expect(shared.kvCellsUsed).toBeGreaterThanOrEqual(system.length);
+    expect(shared.kvCellsUsed).toBeLessThan(system.length * 2);
+    expect(copies.kvCellsUsed).toBeGreaterThanOrEqual(system.length * 4);
+  });
+
   it('never exceeds the RAM budget over 1,000 prompts with shared prefixes', async () => {
     const ctx = await model.createContext({ contextSize: 1024, sequences: 2, cacheRamMb: 0.02 });
     const budget = ctx.cacheStats().ramBudget;
