@@ -10,7 +10,8 @@ const prebuilt = join(projectRoot, 'prebuilds', tuple, 'llamux.node');
 describe('npm run prebuild', () => {
   it('writes a prebuild that node-gyp-build loads with no build folder present', { timeout: 20 * 60_000 }, () => {
     if (!existsSync(prebuilt)) {
-      execFileSync(process.execPath, [join(projectRoot, 'scripts', 'prebuild.mjs')], { cwd: projectRoot, stdio: 'pipe' });
+      // A cold build prints over a megabyte of compiler output: keep it all (failures show it).
+      execFileSync(process.execPath, [join(projectRoot, 'scripts', 'prebuild.mjs')], { cwd: projectRoot, stdio: 'pipe', maxBuffer: 512 * 1024 * 1024 });
     }
     expect(existsSync(prebuilt)).toBe(true);
 
