@@ -157,8 +157,10 @@ export interface NativeCacheStats {
   kvCellsTotal: number;
 }
 
+/** What llama.cpp applied when it created a context (public as ContextSettings). */
 export interface NativeReady {
   contextSize: number;
+  /** Tokens one sequence may hold (contextSize with unified KV, contextSize / sequences otherwise). */
   sequenceContextSize: number;
   batchSize: number;
   microBatchSize: number;
@@ -169,6 +171,7 @@ export interface NativeReady {
   flashAttention: number;
   kvTypeK: number;
   kvTypeV: number;
+  /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
   canTruncateKv: boolean;
 }
 

@@ -21,22 +21,11 @@ import type { z } from 'zod';
 import type { ContextOptionsSchema } from './options.js';
 
 /** The values llama.cpp actually applied when it created the context. */
-export interface ContextSettings {
-  contextSize: number;
-  /** Tokens one sequence may hold (contextSize with unified KV, contextSize / sequences otherwise). */
-  sequenceContextSize: number;
-  batchSize: number;
-  microBatchSize: number;
-  sequences: number;
-  threads: number;
-  batchThreads: number;
-  unifiedKv: boolean;
+export type ContextSettings = Omit<NativeReady, 'flashAttention' | 'kvTypeK' | 'kvTypeV'> & {
   flashAttention: 'auto' | 'on' | 'off';
   kvCacheTypeK: number;
   kvCacheTypeV: number;
-  /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
-  canTruncateKv: boolean;
-}
+};
 
 let nextRequestId = 1;
 
@@ -511,19 +500,12 @@ export class Context {
 }
 
 function readySettings(r: NativeReady): ContextSettings {
+  const { flashAttention, kvTypeK, kvTypeV, ...rest } = r;
   return {
-    contextSize: r.contextSize,
-    sequenceContextSize: r.sequenceContextSize,
-    batchSize: r.batchSize,
-    microBatchSize: r.microBatchSize,
-    sequences: r.sequences,
-    threads: r.threads,
-    batchThreads: r.batchThreads,
-    unifiedKv: r.unifiedKv,
-    flashAttention: r.flashAttention === 1 ? 'on' : r.flashAttention === 0 ? 'off' : 'auto',
-    kvCacheTypeK: r.kvTypeK,
-    kvCacheTypeV: r.kvTypeV,
-    canTruncateKv: r.canTruncateKv,
+    ...rest,
+    flashAttention: flashAttention === 1 ? 'on' : flashAttention === 0 ? 'off' : 'auto',
+    kvCacheTypeK: kvTypeK,
+    kvCacheTypeV: kvTypeV,
   };
 }
 
