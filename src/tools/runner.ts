@@ -421,7 +421,12 @@ async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, sign
 
   // -- one call ------------------------------------------------------------------------------
 
-  const invoke = async (tool: AnyTool, call: ToolCall, args: unknown): Promise<ToolResult> => {
+  /**
+   * Runs one handler and resolves with its result, or with `timeout`/`cancelled` when it is
+   * interrupted. `occupy` receives the handler's own promise: the call's concurrency slot (and
+   * `concurrencyKey`) stays taken until that settles, even when the result was reported earlier.
+   */
+  const invoke = async (tool: AnyTool, call: ToolCall, args: unknown, occupy: (handler: Promise<unknown>) => void): Promise<ToolResult> => {
     if (signal?.aborted) return toolError(cancelledError(call));
     const mode = effectiveMode(tool, settings);
     const timeoutMs = tool.timeoutMs ?? settings.toolTimeoutMs;
@@ -443,6 +448,7 @@ async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, sign
         return handlerRaised(tool, ctx, err);
       }
     })();
+    occupy(work);
 
     let timer: ReturnType<typeof setTimeout> | undefined;
     let onAbort: (() => void) | undefined;
@@ -574,7 +580,7 @@ async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, sign
     }
   };
 
-  const runCall = async (i: number): Promise<void> => {
+  const runCall = async (i: number, occupy: (handler: Promise<unknown>) => void): Promise<void> => {
     const call = calls[i]!;
     emit({ type: 'tool_execution_started', ...base(i), arguments: call.arguments });
     const tool = tools.get(call.name);
@@ -600,7 +606,7 @@ async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, sign
           };
         }
       }
-      result = checked.ok ? await invoke(tool, call, checked.value) : toolError(checked.error);
+      result = checked.ok ? await invoke(tool, call, checked.value, occupy) : toolError(checked.error);
     }
     emit({ type: 'tool_execution_completed', ...base(i), result });
     await route(i, result);
@@ -608,9 +614,14 @@ async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, sign
 
   // -- scheduling ----------------------------------------------------------------------------
 
-  const queue: number[] = Array.from({ length: n }, (_, i) => i); // -1 marks a taken slot
+  // A call takes a slot when it starts and gives it back once both its outcome is settled and its
+  // handler has stopped (settled, or its worker exited). A handler that outlives its timeout (it
+  // ignores ctx.signal, or the mode is 'abandon') therefore keeps its slot: maxConcurrency bounds
+  // the handlers really running, not just the calls still waiting for an outcome.
+  const queue: number[] = Array.from({ length: n }, (_, i) => i); // -1 marks a taken entry
   let head = 0;
-  let running = 0;
+  let running = 0; // slots taken
+  let unsettled = 0; // started calls without an outcome yet
   const busyKeys = new Set<string>();
   const keyOf = (i: number): string | undefined => tools.get(calls[i]!.name)?.concurrencyKey;
 
@@ -620,7 +631,7 @@ async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, sign
   });
   let done = false;
   const checkDone = (): void => {
-    if (!done && running === 0 && head >= queue.length) {
+    if (!done && unsettled === 0 && head >= queue.length) {
       done = true;
       resolveAll();
     }
@@ -665,9 +676,16 @@ async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, sign
       const key = keyOf(i);
       if (key !== undefined) busyKeys.add(key);
       running++;
-      runCall(i)
+      unsettled++;
+      const handlers: Promise<unknown>[] = [];
+      runCall(i, (handler) => handlers.push(handler))
         .catch((err: unknown) => {
           internalFailure ??= err;
+        })
+        .then(() => {
+          unsettled--;
+          checkDone();
+          return Promise.allSettled(handlers);
         })
         .finally(() => {
           running--;
