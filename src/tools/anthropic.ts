@@ -1,7 +1,7 @@
 /**
  * Anthropic Messages adapter: `tool_use` blocks in, one user message of `tool_result` blocks out.
  */
-import { describeValue } from './errors.js';
+import { expectedArgument } from './errors.js';
 import {
   runToolCalls,
   type HaltMetadata,
@@ -48,7 +48,7 @@ function contentOf(input: { readonly content?: unknown } | readonly unknown[]): 
   if (Array.isArray(input)) return input;
   const content = (input as { readonly content?: unknown } | null)?.content;
   if (Array.isArray(content)) return content;
-  throw new TypeError(`Expected an Anthropic response or a content block array but received ${describeValue(input)}`);
+  throw expectedArgument('the input', 'an Anthropic response or a content block array', input);
 }
 
 /** The `tool_use` blocks of a response (or of its `content` array) as tool calls, in order. */

@@ -4,7 +4,10 @@
  * `ToolError` describes one failed tool call. Its `reason` is drawn from a closed union: six reasons
  * the executor produces and three the runner adds for calls that never reach a handler.
  * `UnknownToolError` is the batch-level failure of the `unknownTool: 'preflight'` mode.
+ * Bad options, tools and calls are the caller's mistake, not a call's: they throw
+ * `LlamuxError('INVALID_ARGUMENT')` (see `invalidArgument`).
  */
+import { LlamuxError } from '../errors.js';
 
 /** Reasons produced by an executor (the closed set of the executor contract). */
 export const EXECUTOR_ERROR_REASONS = [
@@ -130,4 +133,35 @@ export function describeValue(value: unknown): string {
       return ctor;
     }
   }
+}
+
+/**
+ * What a bad argument was, for "expected … but received …" messages: primitives with their type
+ * (`0 of type number`, `"x" of type string`), objects by constructor (`an object of type Map`).
+ */
+export function describeReceived(value: unknown): string {
+  if (value === null || value === undefined) return String(value);
+  switch (typeof value) {
+    case 'string':
+    case 'number':
+    case 'boolean':
+    case 'bigint':
+    case 'symbol':
+      return `${describeValue(value)} of type ${typeof value}`;
+    case 'function':
+      return `a function (${value.name || 'anonymous'})`;
+    default:
+      if (Array.isArray(value)) return `an array of length ${value.length}`;
+      return `an object of type ${describeValue(value) === 'object' ? 'Object' : describeValue(value)}`;
+  }
+}
+
+/** `LlamuxError('INVALID_ARGUMENT')` with the given message: the tool layer's error for bad options, tools and calls. */
+export function invalidArgument(message: string, cause?: unknown): LlamuxError {
+  return new LlamuxError('INVALID_ARGUMENT', message, cause === undefined ? {} : { cause });
+}
+
+/** `INVALID_ARGUMENT`: "Expected *subject* to be *expected* but received *value*". */
+export function expectedArgument(subject: string, expected: string, value: unknown): LlamuxError {
+  return invalidArgument(`Expected ${subject} to be ${expected} but received ${describeReceived(value)}`);
 }

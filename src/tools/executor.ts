@@ -44,7 +44,7 @@ export function handlerRaised(tool: AnyTool, ctx: ToolContext, thrown: unknown):
 /**
  * The default executor: calls `handler(args)` or `handler(args, ctx)` by arity in this thread.
  *
- * @throws {TypeError} when the handler's arity is not 1 or 2 (the runner checks this at entry).
+ * @throws {LlamuxError} `INVALID_ARGUMENT` when the handler's arity is not 1 or 2 (the runner checks this at entry).
  */
 export const defaultExecutor: ToolExecutor = Object.freeze({
   async execute(tool: AnyTool, args: unknown, ctx: ToolContext): Promise<ToolResult> {

@@ -22,7 +22,14 @@ export {
   type TimeoutMode,
   type ArgumentsCheck,
 } from './tool.js';
-export { checkJsonSchema, type JsonSchema, type JsonSchemaIssue } from './json-schema.js';
+export {
+  checkJsonSchema,
+  compileJsonSchema,
+  JSON_SCHEMA_FORMATS,
+  type CompiledJsonSchema,
+  type JsonSchema,
+  type JsonSchemaIssue,
+} from './json-schema.js';
 export {
   ok,
   toolError,

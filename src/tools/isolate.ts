@@ -2,18 +2,14 @@
  * The isolate executor: runs one call's handler in its own `worker_threads` Worker, so that a
  * handler which never yields (`while (true) {}`) can still be stopped, by terminating the worker.
  *
- * The worker is created from a JavaScript source string (`eval: true`), so it works the same from
- * the TypeScript sources under a test runner and from the built `.js` files.
+ * The handler always comes from a module: `tool.isolate = { module, export }`. The worker
+ * `import()`s the module (a path, absolute or relative to the working directory, a `file:` or
+ * `data:` URL, or a `URL`) and calls the export (`'default'` when left out). A function defined in
+ * this thread is never shipped to the worker: its closure, its imports and whatever a bundler or
+ * test runner did to its source would not survive the trip.
  *
- * Where the handler comes from:
- * - `tool.isolate = { module, export }`: the worker `import()`s the module (absolute path, `file:` or
- *   `data:` URL; a relative path is resolved against the working directory) and calls the export.
- * - otherwise `handler.toString()` is compiled inside the worker. Such a handler must be
- *   self-contained: no closure variables and no imported bindings (bundlers and test runners
- *   rename imports); it may use globals, `require`, `await import()`, and the global helpers
- *   `ok`, `toolError`, `askUser`, `halt` that the worker defines (it also shims esbuild's `__name`
- *   and Vite's `__vite_ssr_dynamic_import__`, which tsx and vitest inject into function bodies).
- *   Native and bound functions have no usable source and are refused.
+ * The worker itself is created from a JavaScript source string (`eval: true`), so it works the same
+ * from the TypeScript sources under a test runner and from the built `.js` files.
  *
  * Arguments, `ctx.context`, `ctx.call` and the returned value cross the thread boundary by
  * structured clone. In the worker `ctx.engine` is `undefined` and `ctx.signal` never aborts (the
@@ -22,40 +18,13 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { ToolError, describeValue, toError } from './errors.js';
+import { ToolError, describeValue, invalidArgument, toError } from './errors.js';
 import { handlerRaised, notFound, type ToolExecutor } from './executor.js';
-import { interpretHandlerReturn, toolError, TOOL_RESULT_TAG, type ToolResult } from './results.js';
-import type { AnyTool, ToolContext } from './tool.js';
+import { interpretHandlerReturn, toolError, type ToolResult } from './results.js';
+import { isolateNeedsModule, type AnyTool, type ToolContext } from './tool.js';
 
 const WORKER_SOURCE = `'use strict';
 const { parentPort } = require('node:worker_threads');
-const TAG = ${JSON.stringify(TOOL_RESULT_TAG)};
-const define = (key, value) => {
-  if (!(key in globalThis)) Object.defineProperty(globalThis, key, { value, writable: true, configurable: true });
-};
-define('__name', (fn, name) => {
-  try { Object.defineProperty(fn, 'name', { value: name, configurable: true }); } catch {}
-  return fn;
-});
-// Vite's SSR transform (vitest) rewrites import() in function bodies to this helper.
-define('__vite_ssr_dynamic_import__', (specifier) => import(specifier));
-define('ok', (value) => ({ [TAG]: 'ok', value }));
-define('toolError', (error) => ({ [TAG]: 'error', error }));
-define('askUser', (question, options) =>
-  options === undefined ? { [TAG]: 'ask_user', question } : { [TAG]: 'ask_user', question, options });
-define('halt', (reason, result) => ({ [TAG]: 'halt', reason, result }));
-function compile(source) {
-  try {
-    return (0, eval)('(' + source + '\\n)');
-  } catch (first) {
-    try {
-      const holder = (0, eval)('({' + source + '\\n})');
-      return holder[Object.keys(holder)[0]];
-    } catch {
-      throw first;
-    }
-  }
-}
 function plainError(err) {
   if (err instanceof Error) return { name: String(err.name), message: String(err.message), stack: String(err.stack) };
   let text;
@@ -76,13 +45,11 @@ function send(message) {
 parentPort.once('message', async (job) => {
   let fn;
   try {
-    if (job.module !== undefined) {
-      const mod = await import(job.module);
-      fn = mod[job.exportName];
-    } else {
-      fn = compile(job.source);
+    const mod = await import(job.module);
+    fn = mod[job.exportName];
+    if (typeof fn !== 'function') {
+      throw new TypeError('the export ' + JSON.stringify(job.exportName) + ' of ' + job.module + ' is not a function');
     }
-    if (typeof fn !== 'function') throw new TypeError('the isolated handler is not a function');
     if (fn.length !== 1 && fn.length !== 2) {
       throw new TypeError('the isolated handler must take (args) or (args, ctx), it declares ' + fn.length + ' parameters');
     }
@@ -114,8 +81,11 @@ type WorkerReply =
   | { type: 'raised' | 'load_failed'; error: unknown; plain?: boolean }
   | { type: 'uncloneable'; message: string };
 
-/** Where an isolated tool's handler comes from: `{ module, exportName }` or `{ source }`. */
-export type IsolateTarget = { module: string; exportName: string } | { source: string };
+/** Where an isolated tool's handler comes from: the module's URL and the export's name. */
+export interface IsolateTarget {
+  readonly module: string;
+  readonly exportName: string;
+}
 
 function moduleSpecifier(module: string | URL): string {
   if (module instanceof URL) return module.href;
@@ -124,22 +94,16 @@ function moduleSpecifier(module: string | URL): string {
 }
 
 /**
- * How a tool would be loaded in an isolate worker.
- * @throws {TypeError} when the tool has neither a module nor a handler with usable source.
+ * How a tool would be loaded in an isolate worker; `undefined` for a manual-mode tool (no handler,
+ * no module), which the executor answers with `not_found`.
+ * @throws {LlamuxError} `INVALID_ARGUMENT` when the tool has a handler function but no isolate module.
  */
 export function isolateTarget(tool: AnyTool): IsolateTarget | undefined {
   if (tool.isolate !== undefined) {
     return { module: moduleSpecifier(tool.isolate.module), exportName: tool.isolate.export ?? 'default' };
   }
-  if (tool.handler === undefined) return undefined;
-  const source = Function.prototype.toString.call(tool.handler);
-  if (/\{\s*\[native code\]\s*\}\s*$/.test(source)) {
-    throw new TypeError(
-      `tool ${JSON.stringify(tool.name)} cannot run isolated: its handler is a native or bound function with no source; ` +
-        'give the tool an isolate module ({ module, export }) instead',
-    );
-  }
-  return { source };
+  if (tool.handler === undefined || tool.handler === null) return undefined;
+  throw invalidArgument(isolateNeedsModule(tool.name, tool.handler));
 }
 
 function fromPlain(error: unknown): Error {

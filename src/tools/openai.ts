@@ -2,7 +2,7 @@
  * OpenAI Chat Completions adapter: an assistant message's `tool_calls` in, tool-role messages out.
  */
 import { decodeToolArguments } from './accumulator.js';
-import { describeValue } from './errors.js';
+import { expectedArgument, invalidArgument } from './errors.js';
 import {
   runToolCalls,
   type HaltMetadata,
@@ -47,11 +47,11 @@ type AssistantInput = OpenAIAssistantMessage | { readonly choices: readonly { re
 
 function messageOf(input: AssistantInput): OpenAIAssistantMessage {
   if (typeof input !== 'object' || input === null) {
-    throw new TypeError(`Expected an OpenAI assistant message or chat completion but received ${describeValue(input)}`);
+    throw expectedArgument('the input', 'an OpenAI assistant message or chat completion', input);
   }
   if ('choices' in input) {
     const message = input.choices[0]?.message;
-    if (message === undefined) throw new TypeError('Expected the chat completion to have at least one choice with a message');
+    if (message === undefined) throw invalidArgument('Expected the chat completion to have at least one choice with a message but received none');
     return message;
   }
   return input;

@@ -4,7 +4,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { encodeFailure, encodeSuccess, jsonEncoder, type ToolResultEncoder } from './encoder.js';
-import { ToolError, UnknownToolError, describeValue, isToolError, toError } from './errors.js';
+import { ToolError, UnknownToolError, describeValue, expectedArgument, invalidArgument, isToolError, toError } from './errors.js';
 import { defaultExecutor, handlerRaised, type ToolExecutor } from './executor.js';
 import { isolateExecutor, isolateTarget } from './isolate.js';
 import { TOOL_RESULT_TAG, interpretHandlerReturn, toolError, type ToolResult } from './results.js';
@@ -215,8 +215,8 @@ const OPTION_KEYS = new Set([
   'signal',
 ]);
 
-function expected(option: string, what: string, value: unknown): string {
-  return `Expected the "${option}" option to be ${what} but received ${describeValue(value)}`;
+function expected(option: string, what: string, value: unknown): Error {
+  return expectedArgument(`the "${option}" option`, what, value);
 }
 
 function isExecutor(value: unknown): value is ToolExecutor {
@@ -229,10 +229,10 @@ function isEncoder(value: unknown): value is ToolResultEncoder {
 function readSettings(options: RunToolCallsOptions, callCount: number): Settings {
   // 1. shape
   if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`Expected the options to be an object but received ${describeValue(options)}`);
+    throw expectedArgument('the options', 'an object', options);
   }
   for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.has(key)) throw new TypeError(`Unknown option ${JSON.stringify(key)}; expected one of ${[...OPTION_KEYS].join(', ')}`);
+    if (!OPTION_KEYS.has(key)) throw invalidArgument(`Unknown option ${JSON.stringify(key)}; expected one of ${[...OPTION_KEYS].join(', ')}`);
   }
   const o = options as Record<string, unknown>;
   // 2. engine fallbacks
@@ -243,43 +243,43 @@ function readSettings(options: RunToolCallsOptions, callCount: number): Settings
   const encoder = o.toolResultEncoder ?? fromEngine('toolResultEncoder') ?? jsonEncoder;
   const context = 'context' in o && o.context !== undefined ? o.context : fromEngine('context');
   // 3. each option
-  if (!isExecutor(executor)) throw new TypeError(expected('toolExecutor', 'an object with an execute() method', executor));
-  if (!isEncoder(encoder)) throw new TypeError(expected('toolResultEncoder', 'an object with an encode() method', encoder));
+  if (!isExecutor(executor)) throw expected('toolExecutor', 'an object with an execute() method', executor);
+  if (!isEncoder(encoder)) throw expected('toolResultEncoder', 'an object with an encode() method', encoder);
   for (const key of ['sessionId', 'requestId'] as const) {
-    if (o[key] !== undefined && typeof o[key] !== 'string') throw new TypeError(expected(key, 'a string', o[key]));
+    if (o[key] !== undefined && typeof o[key] !== 'string') throw expected(key, 'a string', o[key]);
   }
   const onToolError = o.onToolError ?? 'continue';
   if (typeof onToolError === 'function') {
     if (onToolError.length !== 2) {
-      throw new TypeError(
-        `Expected the "onToolError" function to take (call, error) but it declares ${onToolError.length} parameters`,
+      throw invalidArgument(
+        `Expected the "onToolError" function to take (call, error) but received a function that declares ${onToolError.length} parameters`,
       );
     }
   } else if (onToolError !== 'continue' && onToolError !== 'halt') {
-    throw new TypeError(expected('onToolError', "'continue', 'halt' or a function (call, error)", onToolError));
+    throw expected('onToolError', "'continue', 'halt' or a function (call, error)", onToolError);
   }
   const toolTimeoutMs = o.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
   if (typeof toolTimeoutMs !== 'number' || !(toolTimeoutMs > 0)) {
-    throw new RangeError(expected('toolTimeoutMs', 'a positive number or Infinity', toolTimeoutMs));
+    throw expected('toolTimeoutMs', 'a positive number or Infinity', toolTimeoutMs);
   }
   const timeoutMode = o.timeoutMode ?? 'cooperative';
   if (!TIMEOUT_MODES.includes(timeoutMode as TimeoutMode)) {
-    throw new TypeError(expected('timeoutMode', TIMEOUT_MODES.map((m) => `'${m}'`).join(', '), timeoutMode));
+    throw expected('timeoutMode', TIMEOUT_MODES.map((m) => `'${m}'`).join(', '), timeoutMode);
   }
   const timeoutGraceMs = o.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS;
   if (typeof timeoutGraceMs !== 'number' || !(timeoutGraceMs >= 0)) {
-    throw new RangeError(expected('timeoutGraceMs', 'a non-negative number', timeoutGraceMs));
+    throw expected('timeoutGraceMs', 'a non-negative number', timeoutGraceMs);
   }
   const maxConcurrency = o.maxConcurrency ?? Math.max(1, Math.min(callCount, availableParallelism() * 2));
   if (typeof maxConcurrency !== 'number' || !(maxConcurrency >= 1) || !(Number.isInteger(maxConcurrency) || maxConcurrency === Infinity)) {
-    throw new RangeError(expected('maxConcurrency', 'a positive integer or Infinity', maxConcurrency));
+    throw expected('maxConcurrency', 'a positive integer or Infinity', maxConcurrency);
   }
   const unknownTool = o.unknownTool ?? 'error';
   if (unknownTool !== 'error' && unknownTool !== 'preflight') {
-    throw new TypeError(expected('unknownTool', "'error' or 'preflight'", unknownTool));
+    throw expected('unknownTool', "'error' or 'preflight'", unknownTool);
   }
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) {
-    throw new TypeError(expected('signal', 'an AbortSignal', o.signal));
+    throw expected('signal', 'an AbortSignal', o.signal);
   }
   return {
     engine,
@@ -303,14 +303,14 @@ function effectiveMode(tool: AnyTool, settings: Settings): TimeoutMode {
 }
 
 function prepareBatch(calls: readonly ToolCall[], tools: readonly AnyTool[], options: RunToolCallsOptions): Batch {
-  if (!Array.isArray(calls)) throw new TypeError(`Expected the tool calls to be an array but received ${describeValue(calls)}`);
-  if (!Array.isArray(tools)) throw new TypeError(`Expected the tools to be an array but received ${describeValue(tools)}`);
+  if (!Array.isArray(calls)) throw expectedArgument('the tool calls', 'an array', calls);
+  if (!Array.isArray(tools)) throw expectedArgument('the tools', 'an array', tools);
   const settings = readSettings(options, calls.length);
 
   const toolMap = new Map<string, AnyTool>();
   tools.forEach((t, i) => {
     const tool = assertTool(t, `tools[${i}]`);
-    if (toolMap.has(tool.name)) throw new TypeError(`Two tools are named ${JSON.stringify(tool.name)}`);
+    if (toolMap.has(tool.name)) throw invalidArgument(`Expected the tools to have distinct names but received two named ${JSON.stringify(tool.name)}`);
     toolMap.set(tool.name, tool);
   });
 
@@ -320,15 +320,15 @@ function prepareBatch(calls: readonly ToolCall[], tools: readonly AnyTool[], opt
   const isolated = new Set<AnyTool>();
   calls.forEach((call, i) => {
     if (typeof call !== 'object' || call === null) {
-      throw new TypeError(`Expected tool call ${i} to be an object but received ${describeValue(call)}`);
+      throw expectedArgument(`tool call ${i}`, 'an object', call);
     }
     if (typeof call.id !== 'string' || call.id === '') {
-      throw new TypeError(`Expected tool call ${i} to have a non-empty string id but received ${describeValue(call.id)}`);
+      throw expectedArgument(`the id of tool call ${i}`, 'a non-empty string', call.id);
     }
     if (typeof call.name !== 'string') {
-      throw new TypeError(`Expected tool call ${JSON.stringify(call.id)} to have a string name but received ${describeValue(call.name)}`);
+      throw expectedArgument(`the name of tool call ${JSON.stringify(call.id)}`, 'a string', call.name);
     }
-    if (ids.has(call.id)) throw new TypeError(`Two tool calls share the id ${JSON.stringify(call.id)}`);
+    if (ids.has(call.id)) throw invalidArgument(`Expected the tool calls to have distinct ids but received two with the id ${JSON.stringify(call.id)}`);
     ids.add(call.id);
     const tool = toolMap.get(call.name);
     if (tool === undefined) {
@@ -338,7 +338,7 @@ function prepareBatch(calls: readonly ToolCall[], tools: readonly AnyTool[], opt
       isolated.add(tool);
     }
   });
-  for (const tool of isolated) isolateTarget(tool); // throws TypeError for handlers without source
+  for (const tool of isolated) isolateTarget(tool); // INVALID_ARGUMENT for a handler function without an isolate module
 
   const unknown =
     settings.unknownTool === 'preflight' && unknownNames.length > 0 ? new UnknownToolError(unknownNames, unknownIds) : undefined;
@@ -727,8 +727,9 @@ async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, sign
  * `unknownTool: 'preflight'`, which rejects with `UnknownToolError` before anything runs.
  * An empty batch resolves at once with no messages.
  *
- * @throws {TypeError | RangeError} (as a rejection) for malformed calls, tools or options, a handler
- *   of arity other than 1 or 2, or an `onToolError` function of arity other than 2.
+ * @throws {LlamuxError} `INVALID_ARGUMENT` (as a rejection) for malformed calls, tools or options, a
+ *   handler of arity other than 1 or 2, an `onToolError` function of arity other than 2, or a call
+ *   that would run a handler function in isolate mode.
  * @throws {UnknownToolError} (as a rejection) in `'preflight'` mode.
  * @example
  * ```ts
@@ -759,7 +760,7 @@ export async function runToolCalls(
  * Leaving the loop early (`break`, `return`, a throw) cancels the calls still running, like
  * `options.signal`, and waits for them before the iterator closes.
  *
- * @throws {TypeError | RangeError} synchronously, on the same entry checks as `runToolCalls`.
+ * @throws {LlamuxError} `INVALID_ARGUMENT`, synchronously, on the same entry checks as `runToolCalls`.
  * In `'preflight'` mode an unknown tool makes the stream yield one `{ type: 'error' }` event and end.
  */
 export function streamToolCalls(

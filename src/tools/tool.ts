@@ -2,8 +2,8 @@
  * Tool definitions: `defineTool`, argument parsing and validation, JSON Schema export.
  */
 import { z } from 'zod';
-import { ToolError, describeValue } from './errors.js';
-import { checkJsonSchema, type JsonSchema } from './json-schema.js';
+import { ToolError, describeReceived, expectedArgument, invalidArgument } from './errors.js';
+import { checkJsonSchema, compileJsonSchema, type JsonSchema } from './json-schema.js';
 
 /** One call the model asked for. `arguments` is an object, or a JSON string that the runner parses. */
 export interface ToolCall {
@@ -38,14 +38,18 @@ export type ToolHandler<A = unknown> = (args: A, ctx: ToolContext) => unknown;
  *   for the handler to settle; the result is `timeout`.
  * - `abandon`: at the deadline the result is `timeout` at once; the handler is left running
  *   (its signal is aborted, its eventual result ignored).
- * - `isolate`: the handler runs in a worker thread that is terminated at the deadline.
+ * - `isolate`: the handler, loaded from the tool's `isolate` module, runs in a worker thread that is
+ *   terminated at the deadline.
+ *
+ * In every mode a timed-out handler keeps its `maxConcurrency` slot (and its `concurrencyKey`)
+ * until it has really stopped: it settled, or its worker exited.
  */
 export type TimeoutMode = 'cooperative' | 'abandon' | 'isolate';
 export const TIMEOUT_MODES: readonly TimeoutMode[] = ['cooperative', 'abandon', 'isolate'];
 
-/** Run a tool from a module inside the isolate worker instead of from the handler's source. */
+/** Where an isolated tool's handler lives: a module the worker imports, and one of its exports. */
 export interface IsolateSpec {
-  /** An absolute path, a `file:` or `data:` URL. */
+  /** A path (absolute, or relative to the working directory), a `file:` or `data:` URL string, or a `URL`. */
   readonly module: string | URL;
   /** The export that is the handler; `'default'` when left out. */
   readonly export?: string;
@@ -62,15 +66,18 @@ export interface ToolDefinition<S extends ToolParameters | undefined = ToolParam
   readonly description?: string;
   /** Arguments schema; no schema accepts any arguments. */
   readonly parameters?: S;
-  /** Omit for a manual-mode tool: the executor answers `not_found` and the caller runs it. */
+  /**
+   * Omit for a manual-mode tool (the executor answers `not_found` and the caller runs it) and for a
+   * tool with an `isolate` module.
+   */
   readonly handler?: ToolHandler<InferToolArgs<S>>;
   /** Milliseconds; overrides the batch's `toolTimeoutMs`. `Infinity` disables the timeout. */
   readonly timeoutMs?: number;
-  /** Overrides the batch's `timeoutMode` for this tool. */
+  /** Overrides the batch's `timeoutMode` for this tool; `'isolate'` needs `isolate` (and is implied by it). */
   readonly timeoutMode?: TimeoutMode;
   /** Calls of tools sharing a key run one at a time. */
   readonly concurrencyKey?: string;
-  /** Always run in an isolate worker, loading the handler from a module. */
+  /** Always run in an isolate worker, loading the handler from this module export (no `handler` then). */
   readonly isolate?: IsolateSpec;
 }
 
@@ -106,70 +113,97 @@ export function isZodSchema(value: unknown): value is z.core.$ZodType {
 }
 
 /**
- * Throws a `TypeError` unless `handler` is a function of arity 1 or 2.
- * @throws {TypeError}
+ * Throws `INVALID_ARGUMENT` unless `handler` is a function of arity 1 or 2.
+ * @throws {LlamuxError} `INVALID_ARGUMENT`
  */
 export function assertHandlerArity(handler: unknown, toolName: string): asserts handler is ToolHandler {
   if (typeof handler !== 'function') {
-    throw new TypeError(`Expected the handler of tool ${JSON.stringify(toolName)} to be a function but received ${describeValue(handler)}`);
+    throw expectedArgument(`the handler of tool ${JSON.stringify(toolName)}`, 'a function', handler);
   }
   if (handler.length !== 1 && handler.length !== 2) {
-    throw new TypeError(
-      `Expected the handler of tool ${JSON.stringify(toolName)} to take (args) or (args, ctx) but it declares ${handler.length} parameters ` +
+    throw invalidArgument(
+      `Expected the handler of tool ${JSON.stringify(toolName)} to take (args) or (args, ctx) but received a function that declares ${handler.length} parameters ` +
         '(default values and rest parameters do not count; write (_args) => … for a tool without arguments)',
     );
   }
 }
 
 /**
- * Checks a tool object (from `defineTool` or hand-written) and returns it.
- * @throws {TypeError} on a missing name or a bad field.
+ * Checks a tool object (from `defineTool` or hand-written) and returns it. A JSON Schema in
+ * `parameters` is compiled here, so an unsupported schema fails before any call runs.
+ * @throws {LlamuxError} `INVALID_ARGUMENT` on a missing name or a bad field.
  */
 export function assertTool(value: unknown, where = 'tool'): AnyTool {
   if (typeof value !== 'object' || value === null) {
-    throw new TypeError(`Expected ${where} to be an object but received ${describeValue(value)}`);
+    throw expectedArgument(where, 'an object', value);
   }
   const t = value as Partial<Record<keyof Tool, unknown>>;
   if (typeof t.name !== 'string' || t.name === '') {
-    throw new TypeError(`Expected ${where}.name to be a non-empty string but received ${describeValue(t.name)}`);
+    throw expectedArgument(`${where}.name`, 'a non-empty string', t.name);
   }
   const label = `tool ${JSON.stringify(t.name)}`;
   if (t.description !== undefined && typeof t.description !== 'string') {
-    throw new TypeError(`Expected the description of ${label} to be a string but received ${describeValue(t.description)}`);
+    throw expectedArgument(`the description of ${label}`, 'a string', t.description);
   }
-  if (t.parameters !== undefined && typeof t.parameters !== 'boolean' && (typeof t.parameters !== 'object' || t.parameters === null)) {
-    throw new TypeError(`Expected the parameters of ${label} to be a zod schema or a JSON Schema object but received ${describeValue(t.parameters)}`);
+  if (t.parameters !== undefined) {
+    if (typeof t.parameters !== 'boolean' && (typeof t.parameters !== 'object' || t.parameters === null || Array.isArray(t.parameters))) {
+      throw expectedArgument(`the parameters of ${label}`, 'a zod schema or a JSON Schema object', t.parameters);
+    }
+    if (!isZodSchema(t.parameters)) compileJsonSchema(t.parameters as JsonSchema, `the parameters of ${label}`);
   }
   if (t.handler !== undefined) assertHandlerArity(t.handler, t.name);
   if (t.timeoutMs !== undefined && (typeof t.timeoutMs !== 'number' || !(t.timeoutMs > 0))) {
-    throw new RangeError(`Expected the timeoutMs of ${label} to be a positive number or Infinity but received ${describeValue(t.timeoutMs)}`);
+    throw expectedArgument(`the timeoutMs of ${label}`, 'a positive number or Infinity', t.timeoutMs);
   }
   if (t.timeoutMode !== undefined && !TIMEOUT_MODES.includes(t.timeoutMode as TimeoutMode)) {
-    throw new TypeError(`Expected the timeoutMode of ${label} to be one of ${TIMEOUT_MODES.join(', ')} but received ${describeValue(t.timeoutMode)}`);
+    throw expectedArgument(`the timeoutMode of ${label}`, `one of ${TIMEOUT_MODES.map((m) => `'${m}'`).join(', ')}`, t.timeoutMode);
   }
   if (t.concurrencyKey !== undefined && (typeof t.concurrencyKey !== 'string' || t.concurrencyKey === '')) {
-    throw new TypeError(`Expected the concurrencyKey of ${label} to be a non-empty string but received ${describeValue(t.concurrencyKey)}`);
+    throw expectedArgument(`the concurrencyKey of ${label}`, 'a non-empty string', t.concurrencyKey);
   }
   if (t.isolate !== undefined) {
     const iso = t.isolate as Partial<IsolateSpec> | null;
-    if (typeof iso !== 'object' || iso === null || !(typeof iso.module === 'string' || iso.module instanceof URL)) {
-      throw new TypeError(`Expected the isolate option of ${label} to be { module: string | URL, export?: string }`);
+    if (typeof iso !== 'object' || iso === null) {
+      throw expectedArgument(`the isolate option of ${label}`, '{ module: string | URL, export?: string }', iso);
     }
-    if (iso.export !== undefined && typeof iso.export !== 'string') {
-      throw new TypeError(`Expected isolate.export of ${label} to be a string but received ${describeValue(iso.export)}`);
+    if (!((typeof iso.module === 'string' && iso.module !== '') || iso.module instanceof URL)) {
+      throw expectedArgument(`isolate.module of ${label}`, 'a non-empty string (a path or a file: or data: URL) or a URL', iso.module);
+    }
+    if (iso.export !== undefined && (typeof iso.export !== 'string' || iso.export === '')) {
+      throw expectedArgument(`isolate.export of ${label}`, 'a non-empty string', iso.export);
+    }
+    if (t.handler !== undefined) {
+      throw invalidArgument(
+        `Expected ${label} to have either a handler or an isolate module but received both; an isolated tool runs only its module export`,
+      );
     }
     if (t.timeoutMode !== undefined && t.timeoutMode !== 'isolate') {
-      throw new TypeError(`A tool with an isolate module always runs isolated; ${label} sets timeoutMode ${JSON.stringify(t.timeoutMode)}`);
+      throw expectedArgument(`the timeoutMode of ${label}, which has an isolate module and always runs isolated,`, "'isolate' or undefined", t.timeoutMode);
     }
+  } else if (t.timeoutMode === 'isolate') {
+    throw invalidArgument(isolateNeedsModule(t.name, t.handler));
   }
   return value as AnyTool;
 }
 
 /**
+ * The message for a tool that would run in isolate mode without an isolate module. Isolate mode
+ * loads the handler from a module in the worker; it never ships a function's source.
+ */
+export function isolateNeedsModule(toolName: string, handler: unknown): string {
+  return (
+    `Expected tool ${JSON.stringify(toolName)} to have an isolate module ({ module, export }) for timeoutMode 'isolate' but received ` +
+    `${handler === undefined ? 'no handler and no module' : describeReceived(handler)}; isolate mode imports the handler from a module ` +
+    'in a worker and cannot run a function defined in this thread'
+  );
+}
+
+/**
  * Defines a tool.
  *
- * @throws {TypeError} on a bad field, an unknown key, or a handler whose arity is not 1 or 2.
- * @throws {RangeError} on a non-positive `timeoutMs`.
+ * @throws {LlamuxError} `INVALID_ARGUMENT` on a bad field, an unknown key, a handler whose arity is
+ *   not 1 or 2, `timeoutMode: 'isolate'` without an `isolate` module, or a JSON Schema that llamux
+ *   cannot check (see `compileJsonSchema`).
  * @example
  * ```ts
  * const weather = defineTool({
@@ -184,11 +218,11 @@ export function defineTool<const S extends ToolParameters | undefined = undefine
   definition: ToolDefinition<S>,
 ): Tool<InferToolArgs<S>> {
   if (typeof definition !== 'object' || definition === null) {
-    throw new TypeError(`Expected the tool definition to be an object but received ${describeValue(definition)}`);
+    throw expectedArgument('the tool definition', 'an object', definition);
   }
   for (const key of Object.keys(definition)) {
     if (!DEFINITION_KEYS.has(key)) {
-      throw new TypeError(`Unknown tool definition key ${JSON.stringify(key)}; expected one of ${[...DEFINITION_KEYS].join(', ')}`);
+      throw invalidArgument(`Unknown tool definition key ${JSON.stringify(key)}; expected one of ${[...DEFINITION_KEYS].join(', ')}`);
     }
   }
   assertTool(definition, 'the tool definition');
@@ -278,7 +312,8 @@ export function parseCallArguments(call: ToolCall): ArgumentsCheck {
 
 /**
  * Validates parsed arguments against the tool's schema. zod schemas give their parsed output
- * (defaults and transforms applied); JSON Schemas get the light check of `checkJsonSchema`.
+ * (defaults and transforms applied); JSON Schemas are checked by `checkJsonSchema`
+ * (@cfworker/json-schema) and the arguments pass through unchanged.
  */
 export async function validateToolArguments(tool: AnyTool, call: ToolCall, args: unknown): Promise<ArgumentsCheck> {
   const params = tool.parameters;

@@ -8,6 +8,7 @@ import {
   runAnthropicToolUse,
   toAnthropicToolResults,
 } from '../../src/tools/index.js';
+import { expectInvalidArgument, rejectionOf } from './helpers.js';
 
 const getWeather = defineTool({
   name: 'get_weather',
@@ -103,7 +104,10 @@ describe('runAnthropicToolUse()', () => {
   });
 
   it('refuses input that is neither a response nor a block list', async () => {
-    await expect(runAnthropicToolUse({ content: 'text' } as never, [add])).rejects.toThrow(TypeError);
+    expectInvalidArgument(
+      await rejectionOf(runAnthropicToolUse({ content: 'text' } as never, [add])),
+      'Expected the input to be an Anthropic response or a content block array but received an object of type Object',
+    );
   });
 });
 

@@ -14,6 +14,7 @@ import {
   ToolError,
   type ToolCall,
 } from '../../src/tools/index.js';
+import { expectInvalidArgument, thrownBy } from './helpers.js';
 
 const c: ToolCall = { id: 'c', name: 't', arguments: {} };
 
@@ -47,29 +48,53 @@ describe('defineTool()', () => {
   });
 
   it('refuses a handler whose arity is not 1 or 2', () => {
-    expect(() => defineTool({ name: 'zero', handler: () => 1 })).toThrow(
-      new TypeError(
-        'Expected the handler of tool "zero" to take (args) or (args, ctx) but it declares 0 parameters ' +
-          '(default values and rest parameters do not count; write (_args) => … for a tool without arguments)',
-      ),
+    expectInvalidArgument(
+      thrownBy(() => defineTool({ name: 'zero', handler: () => 1 })),
+      'Expected the handler of tool "zero" to take (args) or (args, ctx) but received a function that declares 0 parameters ' +
+        '(default values and rest parameters do not count; write (_args) => … for a tool without arguments)',
     );
-    expect(() => defineTool({ name: 'three', handler: ((_a: unknown, _b: unknown, _c: unknown) => 1) as never })).toThrow(TypeError);
-    expect(() => defineTool({ name: 'rest', handler: ((..._args: unknown[]) => 1) as never })).toThrow(TypeError);
-    expect(() => defineTool({ name: 'str', handler: 'nope' as never })).toThrow(/to be a function but received "nope"/);
+    expectInvalidArgument(
+      thrownBy(() => defineTool({ name: 'three', handler: ((_a: unknown, _b: unknown, _c: unknown) => 1) as never })),
+      /declares 3 parameters/,
+    );
+    expectInvalidArgument(thrownBy(() => defineTool({ name: 'rest', handler: ((..._args: unknown[]) => 1) as never })), /declares 0 parameters/);
+    expectInvalidArgument(
+      thrownBy(() => defineTool({ name: 'str', handler: 'nope' as never })),
+      'Expected the handler of tool "str" to be a function but received "nope" of type string',
+    );
   });
 
-  it('refuses bad fields and unknown keys', () => {
-    expect(() => defineTool({ name: '' })).toThrow(/non-empty string/);
-    expect(() => defineTool({ name: 't', timeoutMs: 0 })).toThrow(RangeError);
-    expect(() => defineTool({ name: 't', timeoutMs: Number.NaN })).toThrow(RangeError);
-    expect(() => defineTool({ name: 't', timeoutMode: 'kill' as never })).toThrow(TypeError);
-    expect(() => defineTool({ name: 't', concurrencyKey: '' })).toThrow(TypeError);
-    expect(() => defineTool({ name: 't', description: 5 as never })).toThrow(TypeError);
-    expect(() => defineTool({ name: 't', parameters: 'x' as never })).toThrow(TypeError);
-    expect(() => defineTool({ name: 't', isolate: { module: 5 } as never })).toThrow(TypeError);
-    expect(() => defineTool({ name: 't', isolate: { module: 'data:text/javascript,' }, timeoutMode: 'abandon' })).toThrow(/always runs isolated/);
-    expect(() => defineTool({ name: 't', handlr: (_a: unknown) => 1 } as never)).toThrow(/Unknown tool definition key "handlr"/);
+  it('refuses bad fields and unknown keys with INVALID_ARGUMENT', () => {
+    const cases: [unknown, string | RegExp][] = [
+      [null, 'Expected the tool definition to be an object but received null'],
+      [{ name: '' }, 'Expected the tool definition.name to be a non-empty string but received "" of type string'],
+      [{ name: 't', timeoutMs: 0 }, 'Expected the timeoutMs of tool "t" to be a positive number or Infinity but received 0 of type number'],
+      [{ name: 't', timeoutMs: Number.NaN }, 'Expected the timeoutMs of tool "t" to be a positive number or Infinity but received NaN of type number'],
+      [{ name: 't', timeoutMode: 'kill' }, `Expected the timeoutMode of tool "t" to be one of 'cooperative', 'abandon', 'isolate' but received "kill" of type string`],
+      [{ name: 't', concurrencyKey: '' }, 'Expected the concurrencyKey of tool "t" to be a non-empty string but received "" of type string'],
+      [{ name: 't', description: 5 }, 'Expected the description of tool "t" to be a string but received 5 of type number'],
+      [{ name: 't', parameters: 'x' }, 'Expected the parameters of tool "t" to be a zod schema or a JSON Schema object but received "x" of type string'],
+      [{ name: 't', isolate: { module: 5 } }, /^Expected isolate.module of tool "t" to be a non-empty string .* but received 5 of type number$/],
+      [{ name: 't', isolate: { module: 'data:text/javascript,', export: '' } }, 'Expected isolate.export of tool "t" to be a non-empty string but received "" of type string'],
+      [{ name: 't', isolate: { module: 'data:text/javascript,' }, timeoutMode: 'abandon' }, /isolate module and always runs isolated, to be 'isolate' or undefined but received "abandon"/],
+      [{ name: 'h', handlr: (_a: unknown) => 1 }, /^Unknown tool definition key "handlr"; expected one of name, /],
+    ];
+    for (const [definition, message] of cases) expectInvalidArgument(thrownBy(() => defineTool(definition as never)), message);
     expect(defineTool({ name: 't', timeoutMs: Infinity }).timeoutMs).toBe(Infinity);
+  });
+
+  it('refuses isolate mode for a handler function: isolate takes a module and an export only', () => {
+    expectInvalidArgument(
+      thrownBy(() => defineTool({ name: 'iso', timeoutMode: 'isolate', handler: (_a: unknown) => 1 })),
+      /^Expected tool "iso" to have an isolate module \(\{ module, export \}\) for timeoutMode 'isolate' but received a function \(handler\); /,
+    );
+    expectInvalidArgument(
+      thrownBy(() => defineTool({ name: 'both', handler: (_a: unknown) => 1, isolate: { module: 'data:text/javascript,export default (a) => a' } })),
+      'Expected tool "both" to have either a handler or an isolate module but received both; an isolated tool runs only its module export',
+    );
+    const tool = defineTool({ name: 'm', isolate: { module: 'data:text/javascript,export default (a) => a' } });
+    expect(tool.timeoutMode).toBe('isolate');
+    expect(tool.handler).toBeUndefined();
   });
 });
 
@@ -137,7 +162,7 @@ describe('validateToolArguments()', () => {
     expect((await validateToolArguments(tool, c, { id: 'x' })).ok).toBe(false);
   });
 
-  it('applies the light check to JSON Schema tools', async () => {
+  it('checks JSON Schema tools and names the path of each bad value', async () => {
     const tool = defineTool({
       name: 't',
       parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'], additionalProperties: false },
@@ -155,7 +180,7 @@ describe('validateToolArguments()', () => {
 });
 
 describe('checkJsonSchema()', () => {
-  it('checks the keywords tool schemas use', () => {
+  it('checks the keywords tool schemas use, one issue per bad value', () => {
     const schema = {
       type: 'object',
       properties: {
@@ -174,12 +199,6 @@ describe('checkJsonSchema()', () => {
     expect(checkJsonSchema(schema, { s: 'ab', n: 5, i: 3, e: 'x', k: 5, a: [true], u: null, o: 1.5, m: { x: 1 }, t: null })).toEqual([]);
     const issues = checkJsonSchema(schema, { s: 'b', n: 10, i: 1.5, e: 'z', k: 4, a: [1, true, false], u: 1, o: 2, m: { x: 'no' }, t: 3 });
     expect(issues.map((i) => i.path.join('.'))).toEqual(['s', 's', 'n', 'i', 'e', 'k', 'a', 'a.0', 'u', 'o', 'm.x', 't']);
-  });
-
-  it('ignores keywords it does not know and invalid patterns', () => {
-    expect(checkJsonSchema({ $ref: '#/x', format: 'email', type: 'string', pattern: '(' }, 'x')).toEqual([]);
-    expect(checkJsonSchema(true, 1)).toEqual([]);
-    expect(checkJsonSchema(false, 1)).toHaveLength(1);
   });
 });
 

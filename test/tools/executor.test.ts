@@ -13,6 +13,7 @@ import {
   type ToolContext,
   type ToolResult,
 } from '../../src/tools/index.js';
+import { expectInvalidArgument, rejectionOf } from './helpers.js';
 
 function ctxFor(id = 'c1', name = 't'): ToolContext {
   return Object.freeze({
@@ -63,10 +64,11 @@ describe('defaultExecutor.execute()', () => {
     expect(result).toEqual(ok({ args: { a: 2 }, c: ctx }));
   });
 
-  it('throws a TypeError for a handler of any other arity', async () => {
-    await expect(run(() => 1)).rejects.toThrow(TypeError);
-    await expect(run((_a: unknown, _b: unknown, _c: unknown) => 1)).rejects.toThrow(
-      /Expected the handler of tool "t" to take \(args\) or \(args, ctx\) but it declares 3 parameters/,
+  it('throws INVALID_ARGUMENT for a handler of any other arity', async () => {
+    expectInvalidArgument(await rejectionOf(run(() => 1)), /declares 0 parameters/);
+    expectInvalidArgument(
+      await rejectionOf(run((_a: unknown, _b: unknown, _c: unknown) => 1)),
+      /^Expected the handler of tool "t" to take \(args\) or \(args, ctx\) but received a function that declares 3 parameters/,
     );
   });
 
@@ -160,9 +162,15 @@ describe('defaultExecutor.execute()', () => {
 });
 
 describe('isolateExecutor.execute()', () => {
-  it('runs a handler in a worker and returns its result', async () => {
-    const result = await isolateExecutor.execute(tool((args: { a: number }) => ({ twice: args.a * 2 })), { a: 21 }, ctxFor());
-    expect(result).toEqual(ok({ twice: 42 }));
+  const isolated = (exportName: string): AnyTool => ({
+    ...tool(undefined),
+    timeoutMode: 'isolate',
+    isolate: { module: new URL('./fixtures/isolated-tools.mjs', import.meta.url), export: exportName },
+  });
+
+  it('runs the module export in a worker and returns its result', async () => {
+    const result = await isolateExecutor.execute(isolated('default'), { n: 21 }, ctxFor());
+    expect(result).toEqual(ok({ doubled: 42 }));
   });
 
   it('returns not_found for a tool without a handler or module', async () => {
@@ -170,9 +178,15 @@ describe('isolateExecutor.execute()', () => {
     expect(errorReason(result)).toBe('not_found');
   });
 
+  it('refuses a handler function without starting a worker: handler_raised caused by INVALID_ARGUMENT', async () => {
+    const result = (await isolateExecutor.execute(tool((_a: unknown) => 1), {}, ctxFor())) as ToolResult;
+    expect(errorReason(result)).toBe('handler_raised');
+    expectInvalidArgument((result as { error: ToolError }).error.cause, /^Expected tool "t" to have an isolate module/);
+  });
+
   it('does not start a worker when the signal is already aborted', async () => {
     const ctx = { ...ctxFor(), signal: AbortSignal.abort() };
-    const result = (await isolateExecutor.execute(tool((_a: unknown) => 1), {}, ctx)) as ToolResult;
+    const result = (await isolateExecutor.execute(isolated('default'), {}, ctx)) as ToolResult;
     expect(errorReason(result)).toBe('handler_exit');
     expect((result as { error: ToolError }).error.metadata).toEqual({ terminated: true });
   });

@@ -17,7 +17,7 @@ import {
   type ToolExecutor,
   type ToolResultEncoder,
 } from '../../src/tools/index.js';
-import { call, concurrencyProbe, delay } from './helpers.js';
+import { call, concurrencyProbe, delay, expectInvalidArgument, rejectionOf } from './helpers.js';
 
 const echo = defineTool({ name: 'echo', handler: (args) => args });
 const fail = defineTool({
@@ -260,25 +260,47 @@ describe('runToolCalls()', () => {
       expect(probe3.max).toBe(3);
     });
 
-    it('rejects malformed options at entry, naming the option', async () => {
-      await expect(runToolCalls([], [], { maxConcurrency: 0 })).rejects.toThrow(
-        new RangeError('Expected the "maxConcurrency" option to be a positive integer or Infinity but received 0'),
-      );
-      await expect(runToolCalls([], [], { toolTimeoutMs: -1 })).rejects.toThrow(RangeError);
-      await expect(runToolCalls([], [], { timeoutMode: 'kill' as never })).rejects.toThrow(TypeError);
-      await expect(runToolCalls([], [], { onToolError: 'retry' as never })).rejects.toThrow(TypeError);
-      await expect(runToolCalls([], [], { unknownTool: 'skip' as never })).rejects.toThrow(TypeError);
-      await expect(runToolCalls([], [], { toolExecutor: {} as never })).rejects.toThrow(TypeError);
-      await expect(runToolCalls([], [], { toolResultEncoder: {} as never })).rejects.toThrow(TypeError);
-      await expect(runToolCalls([], [], { signal: {} as never })).rejects.toThrow(TypeError);
-      await expect(runToolCalls([], [], { maxConcurency: 2 } as never)).rejects.toThrow(/Unknown option "maxConcurency"/);
+    it('rejects malformed options at entry with INVALID_ARGUMENT, naming the option', async () => {
+      const cases: [Record<string, unknown>, string][] = [
+        [{ maxConcurrency: 0 }, 'Expected the "maxConcurrency" option to be a positive integer or Infinity but received 0 of type number'],
+        [{ maxConcurrency: 1.5 }, 'Expected the "maxConcurrency" option to be a positive integer or Infinity but received 1.5 of type number'],
+        [{ toolTimeoutMs: -1 }, 'Expected the "toolTimeoutMs" option to be a positive number or Infinity but received -1 of type number'],
+        [{ timeoutGraceMs: '5' }, 'Expected the "timeoutGraceMs" option to be a non-negative number but received "5" of type string'],
+        [{ timeoutMode: 'kill' }, `Expected the "timeoutMode" option to be 'cooperative', 'abandon', 'isolate' but received "kill" of type string`],
+        [{ onToolError: 'retry' }, `Expected the "onToolError" option to be 'continue', 'halt' or a function (call, error) but received "retry" of type string`],
+        [{ unknownTool: 'skip' }, `Expected the "unknownTool" option to be 'error' or 'preflight' but received "skip" of type string`],
+        [{ toolExecutor: {} }, 'Expected the "toolExecutor" option to be an object with an execute() method but received an object of type Object'],
+        [{ toolResultEncoder: [] }, 'Expected the "toolResultEncoder" option to be an object with an encode() method but received an array of length 0'],
+        [{ signal: {} }, 'Expected the "signal" option to be an AbortSignal but received an object of type Object'],
+        [{ sessionId: 5 }, 'Expected the "sessionId" option to be a string but received 5 of type number'],
+      ];
+      for (const [options, message] of cases) {
+        expectInvalidArgument(await rejectionOf(runToolCalls([], [], options as never)), message);
+      }
+      expectInvalidArgument(await rejectionOf(runToolCalls([], [], { maxConcurency: 2 } as never)), /^Unknown option "maxConcurency"; expected one of /);
+      expectInvalidArgument(await rejectionOf(runToolCalls([], [], null as never)), 'Expected the options to be an object but received null');
     });
 
-    it('rejects malformed calls and tools at entry', async () => {
-      await expect(runToolCalls([{ id: '', name: 'echo', arguments: {} }], [echo])).rejects.toThrow(/non-empty string id/);
-      await expect(runToolCalls([call('a', 'echo'), call('a', 'echo')], [echo])).rejects.toThrow(/share the id "a"/);
-      await expect(runToolCalls([call('a', 'echo')], [echo, echo])).rejects.toThrow(/Two tools are named "echo"/);
-      await expect(runToolCalls([{ id: 'a', name: 3 } as never], [echo])).rejects.toThrow(/string name/);
+    it('rejects malformed calls and tools at entry with INVALID_ARGUMENT', async () => {
+      expectInvalidArgument(
+        await rejectionOf(runToolCalls([{ id: '', name: 'echo', arguments: {} }], [echo])),
+        'Expected the id of tool call 0 to be a non-empty string but received "" of type string',
+      );
+      expectInvalidArgument(
+        await rejectionOf(runToolCalls([call('a', 'echo'), call('a', 'echo')], [echo])),
+        'Expected the tool calls to have distinct ids but received two with the id "a"',
+      );
+      expectInvalidArgument(
+        await rejectionOf(runToolCalls([call('a', 'echo')], [echo, echo])),
+        'Expected the tools to have distinct names but received two named "echo"',
+      );
+      expectInvalidArgument(
+        await rejectionOf(runToolCalls([{ id: 'a', name: 3 } as never], [echo])),
+        'Expected the name of tool call "a" to be a string but received 3 of type number',
+      );
+      expectInvalidArgument(await rejectionOf(runToolCalls('x' as never, [echo])), 'Expected the tool calls to be an array but received "x" of type string');
+      expectInvalidArgument(await rejectionOf(runToolCalls([], {} as never)), 'Expected the tools to be an array but received an object of type Object');
+      expectInvalidArgument(await rejectionOf(runToolCalls([], [null as never])), 'Expected tools[0] to be an object but received null');
     });
   });
 
@@ -381,8 +403,9 @@ describe('runToolCalls()', () => {
       const handler = vi.fn((_a: unknown) => 1);
       const tool = defineTool({ name: 't', handler });
       for (const bad of [() => 'halt' as const, (_c: unknown) => 'halt' as const, (_a: unknown, _b: unknown, _c: unknown) => 'halt' as const]) {
-        await expect(runToolCalls([call('a', 't')], [tool], { onToolError: bad as never })).rejects.toThrow(
-          new TypeError(`Expected the "onToolError" function to take (call, error) but it declares ${bad.length} parameters`),
+        expectInvalidArgument(
+          await rejectionOf(runToolCalls([call('a', 't')], [tool], { onToolError: bad as never })),
+          `Expected the "onToolError" function to take (call, error) but received a function that declares ${bad.length} parameters`,
         );
       }
       expect(handler).not.toHaveBeenCalled();

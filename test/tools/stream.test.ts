@@ -11,7 +11,7 @@ import {
   toolError,
   type ToolEvent,
 } from '../../src/tools/index.js';
-import { call, collect, delay } from './helpers.js';
+import { call, collect, delay, expectInvalidArgument, thrownBy } from './helpers.js';
 
 const slow = defineTool({
   name: 'slow',
@@ -104,8 +104,11 @@ describe('streamToolCalls()', () => {
   });
 
   it('throws the entry checks synchronously', () => {
-    expect(() => streamToolCalls([call('a', 'echo')], [echo], { onToolError: ((_c: unknown) => 'halt') as never })).toThrow(TypeError);
-    expect(() => streamToolCalls('nope' as never, [echo])).toThrow(TypeError);
+    expectInvalidArgument(
+      thrownBy(() => streamToolCalls([call('a', 'echo')], [echo], { onToolError: ((_c: unknown) => 'halt') as never })),
+      /"onToolError" function to take \(call, error\)/,
+    );
+    expectInvalidArgument(thrownBy(() => streamToolCalls('nope' as never, [echo])), 'Expected the tool calls to be an array but received "nope" of type string');
   });
 
   it('cancels the running calls when the consumer stops early', async () => {

@@ -1,6 +1,9 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ToolError, defineTool, isToolError, runToolCalls, streamToolCalls, type ToolCallOutcome } from '../../src/tools/index.js';
-import { call, collect, delay } from './helpers.js';
+import { call, collect, delay, expectInvalidArgument, rejectionOf, thrownBy } from './helpers.js';
+
+const FIXTURE = new URL('./fixtures/isolated-tools.mjs', import.meta.url);
 
 function errorOf(outcome: ToolCallOutcome | undefined): ToolError {
   if (outcome?.kind !== 'message' || !(outcome.error instanceof ToolError)) throw new Error('expected a failed call');
@@ -83,17 +86,12 @@ describe('runToolCalls() timeouts', () => {
   });
 
   describe("timeoutMode: 'isolate'", () => {
+    const isolated = (name: string, exportName: string, extra: { timeoutMs?: number } = {}) =>
+      defineTool({ name, isolate: { module: FIXTURE, export: exportName }, ...extra });
+
     it('terminates a handler stuck in a busy loop', async () => {
       const counter = new SharedArrayBuffer(4);
-      const spin = defineTool({
-        name: 'spin',
-        handler: (args: Record<string, unknown>) => {
-          const cells = new Int32Array(args.counter as SharedArrayBuffer);
-          while (true) Atomics.add(cells, 0, 1);
-        },
-      });
-      const { outcomes } = await runToolCalls([{ id: 'a', name: 'spin', arguments: { counter } }], [spin], {
-        timeoutMode: 'isolate',
+      const { outcomes } = await runToolCalls([{ id: 'a', name: 'spin', arguments: { counter } }], [isolated('spin', 'spin')], {
         toolTimeoutMs: 300,
       });
       const error = errorOf(outcomes[0]);
@@ -106,22 +104,8 @@ describe('runToolCalls() timeouts', () => {
       expect(Atomics.load(cells, 0)).toBe(before);
     });
 
-    it('runs an arity-2 handler in a worker with a cloned context', async () => {
-      const tool = defineTool({
-        name: 'iso',
-        timeoutMode: 'isolate',
-        handler: async (args: Record<string, unknown>, ctx) => ({
-          args,
-          context: ctx.context,
-          sessionId: ctx.sessionId,
-          requestId: ctx.requestId,
-          callId: ctx.call.id,
-          engine: ctx.engine === undefined,
-          signal: ctx.signal.aborted,
-          isMainThread: (await import('node:worker_threads')).isMainThread,
-        }),
-      });
-      const { messages } = await runToolCalls([call('c1', 'iso', { n: 1 })], [tool], {
+    it('runs an arity-2 export in a worker with a cloned context', async () => {
+      const { messages } = await runToolCalls([call('c1', 'iso', { n: 1 })], [isolated('iso', 'describeCall')], {
         context: { user: 'u' },
         sessionId: 's',
         requestId: 'r',
@@ -139,19 +123,56 @@ describe('runToolCalls() timeouts', () => {
       });
     });
 
+    it('loads the module from a URL, a file: or data: URL string, or a path, and the default export when none is named', async () => {
+      const source = 'export const named = (args, ctx) => ctx.call.id + ":" + args.n;';
+      const tools = [
+        defineTool({ name: 'url', isolate: { module: FIXTURE } }),
+        defineTool({ name: 'href', isolate: { module: FIXTURE.href, export: 'default' } }),
+        defineTool({ name: 'relative', isolate: { module: 'test/tools/fixtures/isolated-tools.mjs' } }),
+        defineTool({ name: 'absolute', isolate: { module: fileURLToPath(FIXTURE) } }),
+        defineTool({ name: 'data', isolate: { module: `data:text/javascript,${encodeURIComponent(source)}`, export: 'named' } }),
+      ];
+      expect(tools.map((t) => t.timeoutMode)).toEqual(['isolate', 'isolate', 'isolate', 'isolate', 'isolate']);
+      const calls = tools.map((t, i) => call(`c${i}`, t.name, { n: i + 1 }));
+      const { messages } = await runToolCalls(calls, tools);
+      expect(messages.map((m) => m.content)).toEqual(['{"doubled":2}', '{"doubled":4}', '{"doubled":6}', '{"doubled":8}', 'c4:5']);
+    });
+
+    it('refuses at entry a tool that would run a handler function in isolate mode', async () => {
+      let ran = 0;
+      const plain = defineTool({
+        name: 'plain',
+        handler: function lookup(a: unknown) {
+          ran++;
+          return a;
+        },
+      });
+      const message =
+        `Expected tool "plain" to have an isolate module ({ module, export }) for timeoutMode 'isolate' but received a function (lookup); ` +
+        'isolate mode imports the handler from a module in a worker and cannot run a function defined in this thread';
+      expectInvalidArgument(await rejectionOf(runToolCalls([call('a', 'plain')], [plain], { timeoutMode: 'isolate' })), message);
+      expectInvalidArgument(thrownBy(() => streamToolCalls([call('a', 'plain')], [plain], { timeoutMode: 'isolate' })), message);
+      expect(ran).toBe(0);
+      // The same tool runs in the other modes, and a batch in isolate mode may hold manual tools and isolated tools.
+      await expect(runToolCalls([call('a', 'plain')], [plain], { timeoutMode: 'abandon' })).resolves.toMatchObject({ messages: [{ isError: false }] });
+      const { outcomes } = await runToolCalls([call('m', 'manual'), call('i', 'iso')], [defineTool({ name: 'manual' }), isolated('iso', 'default')], {
+        timeoutMode: 'isolate',
+      });
+      expect(errorOf(outcomes[0]).reason).toBe('not_found');
+      expect(outcomes[1]).toMatchObject({ status: 'success', message: { content: '{"doubled":null}' } });
+    });
+
     it('reports handler_exit when the handler exits its worker', async () => {
-      const tool = defineTool({ name: 'quit', timeoutMode: 'isolate', handler: (_a) => process.exit(3) });
-      const { outcomes } = await runToolCalls([call('a', 'quit')], [tool]);
+      const { outcomes } = await runToolCalls([call('a', 'quit')], [isolated('quit', 'exit3')]);
       const error = errorOf(outcomes[0]);
       expect(error.reason).toBe('handler_exit');
       expect(error.metadata).toEqual({ exitCode: 3 });
     });
 
     it('routes handler_exit and invalid_return through onToolError', async () => {
-      const quit = defineTool({ name: 'quit', timeoutMode: 'isolate', handler: (_a) => process.exit(1) });
       const nothing = defineTool({ name: 'nothing', handler: (_a) => undefined });
       const seen: string[] = [];
-      const { messages, halt } = await runToolCalls([call('a', 'quit'), call('b', 'nothing')], [quit, nothing], {
+      const { messages, halt } = await runToolCalls([call('a', 'quit'), call('b', 'nothing')], [isolated('quit', 'exit1'), nothing], {
         onToolError: (c, error) => {
           seen.push(`${c.id}:${(error as ToolError).reason}`);
           return c.id === 'a' ? { continue: 'the tool crashed' } : 'halt';
@@ -163,104 +184,64 @@ describe('runToolCalls() timeouts', () => {
     });
 
     it('reports handler_exit when the worker dies of an uncaught error', async () => {
-      const tool = defineTool({
-        name: 'crash',
-        timeoutMode: 'isolate',
-        handler: (_a) =>
-          new Promise(() => {
-            setTimeout(() => {
-              throw new Error('late crash');
-            }, 0);
-          }),
-      });
-      const { outcomes } = await runToolCalls([call('a', 'crash')], [tool]);
+      const { outcomes } = await runToolCalls([call('a', 'crash')], [isolated('crash', 'crashLater')]);
       const error = errorOf(outcomes[0]);
       expect(error.reason).toBe('handler_exit');
       expect((error.cause as Error).message).toBe('late crash');
     });
 
     it('reports handler_raised with the thrown error', async () => {
-      const tool = defineTool({
-        name: 'raise',
-        timeoutMode: 'isolate',
-        handler: (_a) => {
-          throw new RangeError('out of range');
-        },
-      });
-      const error = errorOf((await runToolCalls([call('a', 'raise')], [tool])).outcomes[0]);
+      const error = errorOf((await runToolCalls([call('a', 'raise')], [isolated('raise', 'raise')])).outcomes[0]);
       expect(error.reason).toBe('handler_raised');
       expect(error.cause).toBeInstanceOf(Error);
       expect((error.cause as Error).message).toBe('out of range');
     });
 
-    it('accepts tagged results made with the worker globals or literally', async () => {
-      const viaGlobal = defineTool({
-        name: 'g',
-        timeoutMode: 'isolate',
-        handler: (_a) => (globalThis as unknown as { halt(r: string, v: unknown): unknown }).halt('isolated_stop', { x: 1 }),
-      });
-      const literal = defineTool({ name: 'l', timeoutMode: 'isolate', handler: (_a) => ({ '~toolResult': 'ask_user', question: 'ok?' }) });
-      const reserved = defineTool({ name: 'r', timeoutMode: 'isolate', handler: (_a) => ({ '~toolResult': 'halt', reason: 'completed', result: 1 }) });
-      const result = await runToolCalls([call('a', 'g'), call('b', 'l'), call('c', 'r')], [viaGlobal, literal, reserved]);
+    it('accepts tagged results built in the worker', async () => {
+      const result = await runToolCalls(
+        [call('a', 'h'), call('b', 'q'), call('c', 'r')],
+        [isolated('h', 'haltTagged'), isolated('q', 'askTagged'), isolated('r', 'reservedHalt')],
+      );
       expect(result.outcomes[0]).toMatchObject({ kind: 'halt', reason: 'isolated_stop', result: { x: 1 } });
       expect(result.outcomes[1]).toMatchObject({ kind: 'ask_user', question: 'ok?' });
       expect(errorOf(result.outcomes[2]).metadata).toEqual({ reservedHaltReason: 'completed' });
     });
 
     it('reports invalid_return for undefined or a value that cannot leave the worker', async () => {
-      const nothing = defineTool({ name: 'n', timeoutMode: 'isolate', handler: (_a) => undefined });
-      const fn = defineTool({ name: 'f', timeoutMode: 'isolate', handler: (_a) => ({ f: () => 1 }) });
-      const { outcomes } = await runToolCalls([call('a', 'n'), call('b', 'f')], [nothing, fn]);
+      const { outcomes } = await runToolCalls([call('a', 'n'), call('b', 'f')], [isolated('n', 'nothing'), isolated('f', 'uncloneable')]);
       expect(errorOf(outcomes[0]).reason).toBe('invalid_return');
       expect(errorOf(outcomes[1]).reason).toBe('invalid_return');
     });
 
     it('reports handler_raised when the context cannot be sent to the worker', async () => {
-      const tool = defineTool({ name: 't', timeoutMode: 'isolate', handler: (_a) => 1 });
-      const { outcomes } = await runToolCalls([call('a', 't')], [tool], { context: { fn: () => 1 } });
+      const { outcomes } = await runToolCalls([call('a', 't')], [isolated('t', 'default')], { context: { fn: () => 1 } });
       const error = errorOf(outcomes[0]);
       expect(error.reason).toBe('handler_raised');
       expect(error.message).toMatch(/cannot be sent to a worker/);
     });
 
-    it('loads the handler from an isolate module', async () => {
-      const source = 'export default (args) => ({ doubled: args.n * 2 }); export const named = (args, ctx) => ctx.call.id + ":" + args.n;';
-      const module = `data:text/javascript,${encodeURIComponent(source)}`;
-      const byDefault = defineTool({ name: 'd', isolate: { module } });
-      const byName = defineTool({ name: 'm', isolate: { module: new URL(module), export: 'named' } });
-      expect(byDefault.timeoutMode).toBe('isolate');
-      const { messages } = await runToolCalls([call('a', 'd', { n: 4 }), call('b', 'm', { n: 5 })], [byDefault, byName]);
-      expect(messages.map((m) => m.content)).toEqual(['{"doubled":8}', 'b:5']);
-    });
-
-    it('reports handler_raised when the isolate module cannot be loaded', async () => {
-      const broken = defineTool({ name: 'b', isolate: { module: 'data:text/javascript,export default (', export: 'default' } });
-      const missing = defineTool({ name: 'm', isolate: { module: 'data:text/javascript,export const x = 1', export: 'nope' } });
-      const { outcomes } = await runToolCalls([call('a', 'b'), call('c', 'm')], [broken, missing]);
-      expect(errorOf(outcomes[0]).reason).toBe('handler_raised');
-      expect(errorOf(outcomes[1]).message).toMatch(/could not be loaded: the isolated handler is not a function/);
-    });
-
-    it('refuses at entry a handler with no source to send', async () => {
-      const bound = defineTool({ name: 'bound', handler: function (this: unknown, a: unknown) { return a; }.bind(null) });
-      await expect(runToolCalls([call('a', 'bound')], [bound], { timeoutMode: 'isolate' })).rejects.toThrow(
-        /cannot run isolated: its handler is a native or bound function/,
+    it('reports handler_raised when the module or its export cannot be loaded', async () => {
+      const tools = [
+        defineTool({ name: 'broken', isolate: { module: 'data:text/javascript,export default (', export: 'default' } }),
+        isolated('missing', 'nope'),
+        isolated('number', 'notAFunction'),
+        isolated('arity', 'threeParams'),
+        defineTool({ name: 'gone', isolate: { module: new URL('./fixtures/does-not-exist.mjs', import.meta.url) } }),
+      ];
+      const { outcomes } = await runToolCalls(tools.map((t, i) => call(`c${i}`, t.name)), tools);
+      for (const outcome of outcomes) expect(errorOf(outcome).reason).toBe('handler_raised');
+      expect(errorOf(outcomes[1]).message).toBe(
+        `the isolated handler of tool "missing" could not be loaded: the export "nope" of ${FIXTURE.href} is not a function`,
       );
-      await expect(runToolCalls([call('a', 'bound')], [bound])).resolves.toBeDefined();
+      expect(errorOf(outcomes[2]).message).toMatch(/the export "notAFunction" of .* is not a function$/);
+      expect(errorOf(outcomes[3]).message).toMatch(/must take \(args\) or \(args, ctx\), it declares 3 parameters$/);
+      expect(errorOf(outcomes[4]).message).toMatch(/could not be loaded: .*does-not-exist\.mjs/);
     });
 
     it('terminates isolated workers when the batch is cancelled', async () => {
       const counter = new SharedArrayBuffer(4);
-      const spin = defineTool({
-        name: 'spin',
-        timeoutMode: 'isolate',
-        handler: (args: Record<string, unknown>) => {
-          const cells = new Int32Array(args.counter as SharedArrayBuffer);
-          while (true) Atomics.add(cells, 0, 1);
-        },
-      });
       const controller = new AbortController();
-      const pending = runToolCalls([{ id: 'a', name: 'spin', arguments: { counter } }], [spin], { signal: controller.signal });
+      const pending = runToolCalls([{ id: 'a', name: 'spin', arguments: { counter } }], [isolated('spin', 'spin')], { signal: controller.signal });
       const cells = new Int32Array(counter);
       while (Atomics.load(cells, 0) === 0) await delay(5);
       controller.abort();
