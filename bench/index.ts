@@ -4,7 +4,7 @@ import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
-const KNOWN = ['engine', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead'];
+const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead'];
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const suiteArg = args.find((a) => a.startsWith('--suite='))?.slice('--suite='.length) ?? args[args.indexOf('--suite') + 1];
@@ -18,12 +18,17 @@ if (threads !== undefined && !(Number.isInteger(threads) && threads > 0)) {
 // Options of every suite: --quick, and --threads N when given (each suite has its own default).
 const common = { quick, ...(threads !== undefined ? { threads } : {}) };
 
+const { describeSystem } = await import('../src/system-info.js');
+console.log(`llamux bench on ${describeSystem()}`);
 const started = Date.now();
 for (const suite of suites) {
   const t0 = Date.now();
   console.log(`\n## ${suite}\n`);
   if (suite === 'engine') {
     console.log(await runEngineBench(common));
+  } else if (suite === 'attention') {
+    const { runAttentionBench } = await import('./workloads/attention.js');
+    console.log(await runAttentionBench(common));
   } else if (suite === 'markers') {
     console.log(await runMarkersBench(common));
   } else if (suite === 'cache') {

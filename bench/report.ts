@@ -3,6 +3,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { packageRoot } from '../src/binding.js';
+import { describeSystem, systemInfo } from '../src/system-info.js';
 
 export type Row = Record<string, string | number>;
 
@@ -18,12 +19,14 @@ export function table(title: string, rows: Row[]): string {
   const cells = rows.map((r) => cols.map((c) => String(r[c] ?? '')));
   const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i]!.length)));
   const line = (vals: string[]) => `| ${vals.map((v, i) => v.padEnd(widths[i]!)).join(' | ')} |`;
-  return [`### ${title}`, '', line(cols), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...cells.map(line), ''].join('\n');
+  // Every table says where it was measured: ratios only compare within one machine.
+  return [`### ${title}`, '', line(cols), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...cells.map(line), '', `_on ${describeSystem()}_`, ''].join('\n');
 }
 
 export function machine(): Record<string, unknown> {
   return {
     cpu: cpus()[0]?.model ?? 'unknown',
+    system: systemInfo(),
     cores: cpus().length,
     memoryGiB: Math.round(totalmem() / 2 ** 30),
     platform: `${process.platform}-${process.arch}`,

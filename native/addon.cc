@@ -1,11 +1,13 @@
 #include "addon.h"
 
+#include <ggml-backend.h>
 #include <llama.h>
 
 #include <algorithm>
 #include <cstring>
 #include <deque>
 
+#include "backends.h"
 #include "marker_matcher.h"
 #include "napi_util.h"
 #include "text_stream.h"
@@ -120,6 +122,38 @@ Napi::Value SystemInfo(const Napi::CallbackInfo &info) {
   o.Set("supportsMmap", llama_supports_mmap());
   o.Set("maxParallelSequences", static_cast<double>(llama_max_parallel_sequences()));
   o.Set("maxDevices", static_cast<double>(llama_max_devices()));
+  const BackendReport &b = LoadBackends();
+  o.Set("buildKind", b.buildKind);
+  o.Set("cpuVariant", b.cpuVariant);
+  o.Set("backendDirectory", b.directory);
+  o.Set("backendError", b.error);
+  Napi::Array loaded = Napi::Array::New(env, b.loaded.size());
+  for (size_t i = 0; i < b.loaded.size(); i++) loaded.Set(static_cast<uint32_t>(i), b.loaded[i]);
+  o.Set("loadedBackends", loaded);
+  Napi::Array avail = Napi::Array::New(env, b.available.size());
+  for (size_t i = 0; i < b.available.size(); i++) avail.Set(static_cast<uint32_t>(i), b.available[i]);
+  o.Set("cpuVariants", avail);
+  Napi::Array devices = Napi::Array::New(env);
+  for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+    ggml_backend_dev_t d = ggml_backend_dev_get(i);
+    Napi::Object dev = Napi::Object::New(env);
+    dev.Set("name", ggml_backend_dev_name(d));
+    dev.Set("description", ggml_backend_dev_description(d));
+    const char *type = "cpu";
+    switch (ggml_backend_dev_type(d)) {
+      case GGML_BACKEND_DEVICE_TYPE_GPU: type = "gpu"; break;
+      case GGML_BACKEND_DEVICE_TYPE_IGPU: type = "igpu"; break;
+      case GGML_BACKEND_DEVICE_TYPE_ACCEL: type = "accel"; break;
+      default: break;
+    }
+    dev.Set("type", type);
+    size_t freeMem = 0, totalMem = 0;
+    ggml_backend_dev_memory(d, &freeMem, &totalMem);
+    dev.Set("memoryFree", static_cast<double>(freeMem));
+    dev.Set("memoryTotal", static_cast<double>(totalMem));
+    devices.Set(devices.Length(), dev);
+  }
+  o.Set("devices", devices);
   return o;
 }
 
@@ -221,6 +255,7 @@ void EnsureBackend() {
   std::call_once(g_backend_once, [] {
     llama_log_set(LlamaLog, nullptr);
     llama_backend_init();
+    LoadBackends();
   });
 }
 

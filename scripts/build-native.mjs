@@ -1,21 +1,27 @@
 #!/usr/bin/env node
-// Builds the llamux addon from source with cmake-js against a static llama.cpp.
+// Builds the llamux addon from source with cmake-js against llama.cpp.
 //
-// llama.cpp comes from node-llama-cpp's git bundle (a pinned devDependency), cloned once
-// into deps/llama.cpp (ignored by git), or from LLAMA_CPP_DIR when that is set.
+// Where llama.cpp comes from, first found wins:
+//   1. LLAMA_CPP_DIR (any checkout)
+//   2. deps/llama.cpp: the pruned llama.cpp tree. A packed llamux carries it; a checkout
+//      exports it here (ignored by git) on first use from the devDependency node-llama-cpp's
+//      git bundle. Both build from the same files, so ccache serves one from the other.
 // The cmake build folder (build/) is kept between runs, so rebuilds are incremental;
 // ccache is used when it is installed.
 //
+// The default build is portable: libllama/libggml as shared libraries next to llamux.node
+// and the CPU backend once per ISA level, the best chosen at run time (what prebuilds ship).
+//
 // Environment:
-//   LLAMA_CPP_DIR      use this llama.cpp checkout instead of cloning the bundle
-//   LLAMUX_GPU=cuda    build with GGML_CUDA=ON
-//   LLAMUX_PORTABLE=1  no -march=native (what prebuilds use)
+//   LLAMA_CPP_DIR      use this llama.cpp checkout
+//   LLAMUX_GPU=cuda    also build the CUDA backend (vulkan, metal likewise)
+//   LLAMUX_NATIVE=1    one static binary tuned to this CPU (-march=native); not portable
 //   LLAMUX_DEBUG=1     Debug build
 //   LLAMUX_BUILD_DIR   cmake build folder (default build/)
-//   LLAMUX_CMAKE_ARGS  extra cmake definitions ("GGML_OPENMP=OFF ...")
+//   LLAMUX_CMAKE_ARGS  extra cmake definitions ("GGML_CUDA_F16=ON ...")
 //   LLAMUX_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (llama.cpp and the addon)
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,20 +29,20 @@ import { fileURLToPath } from 'node:url';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(join(root, 'package.json'));
 
+export class BuildError extends Error {}
+
 function run(cmd, args, opts = {}) {
   const r = spawnSync(cmd, args, { stdio: 'inherit', cwd: root, ...opts });
-  if (r.error) throw r.error;
-  if (r.status !== 0) {
-    console.error(`llamux: \`${cmd} ${args.join(' ')}\` failed with exit code ${r.status}`);
-    process.exit(r.status ?? 1);
-  }
+  if (r.error) throw new BuildError(`\`${cmd}\` could not start: ${r.error.message}`);
+  if (r.status !== 0) throw new BuildError(`\`${cmd} ${args.join(' ')}\` failed with exit code ${r.status}`);
 }
 
-function has(cmd) {
-  return spawnSync(cmd, ['--version'], { stdio: 'ignore' }).status === 0;
+export function has(cmd, args = ['--version']) {
+  return spawnSync(cmd, args, { stdio: 'ignore' }).status === 0;
 }
 
-// node-llama-cpp does not export its package.json, so look for the file where npm puts it.
+// node-llama-cpp (a devDependency, never present in an app) does not export its
+// package.json, so look for the bundle where a package manager puts it.
 function findBundle() {
   const rel = join('node-llama-cpp', 'llama', 'gitRelease.bundle');
   for (let dir = root; ; dir = dirname(dir)) {
@@ -56,46 +62,115 @@ function findBundle() {
   return undefined;
 }
 
-export function llamaCppDir() {
-  if (process.env.LLAMA_CPP_DIR) return resolve(process.env.LLAMA_CPP_DIR);
-  const dir = join(root, 'deps', 'llama.cpp');
-  if (existsSync(join(dir, 'CMakeLists.txt'))) return dir;
-  const bundle = findBundle();
-  if (!bundle) {
-    console.error('llamux: no prebuilt binary fits this platform and llama.cpp sources are missing.\n' +
-      'Install the devDependency node-llama-cpp (it carries the llama.cpp source bundle) or set LLAMA_CPP_DIR.');
-    process.exit(1);
+// What the library build reads from llama.cpp; tests, docs, models, examples, tools, python
+// and CI stay behind. Every ggml backend's source stays, so CUDA/Vulkan/Metal builds work.
+export const LLAMA_CPP_PATHS = ['CMakeLists.txt', 'LICENSE', 'licenses', 'cmake', 'include', 'src', 'ggml/CMakeLists.txt', 'ggml/cmake', 'ggml/include', 'ggml/src', 'vendor'];
+const LLAMA_CPP_EXCLUDES = ['vendor/cpp-httplib', '**/.gitignore', '**/*.md'];
+
+/** deps/llama.cpp: the pruned llama.cpp tree. A checkout exports it from node-llama-cpp's
+ * bundle (through a bare clone in .cache/); a packed llamux carries it. */
+export const llamaCppDefaultDir = join(root, 'deps', 'llama.cpp');
+
+function exportFromBundle(bundle) {
+  const git = join(root, '.cache', 'llama.cpp.git');
+  if (!existsSync(join(git, 'HEAD'))) {
+    console.log(`llamux: cloning llama.cpp from ${bundle}`);
+    rmSync(git, { recursive: true, force: true });
+    mkdirSync(dirname(git), { recursive: true });
+    run('git', ['clone', '--quiet', '--bare', bundle, git]);
   }
-  mkdirSync(join(root, 'deps'), { recursive: true });
-  console.log(`llamux: cloning llama.cpp from ${bundle}`);
-  run('git', ['-c', 'advice.detachedHead=false', 'clone', '--quiet', bundle, dir]);
-  return dir;
+  const rev = spawnSync('git', ['--git-dir', git, 'describe', '--tags', '--always'], { encoding: 'utf8' }).stdout.trim();
+  const tmp = `${llamaCppDefaultDir}.tmp`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  const archive = spawnSync('git', ['--git-dir', git, 'archive', '--format=tar', 'HEAD', '--', ...LLAMA_CPP_PATHS,
+    ...LLAMA_CPP_EXCLUDES.map((p) => `:(exclude,glob)${p}`)], { maxBuffer: 1 << 30 });
+  if (archive.status !== 0) throw new BuildError(`git archive of llama.cpp failed: ${archive.stderr}`);
+  const tar = spawnSync('tar', ['-x', '-C', tmp], { input: archive.stdout });
+  if (tar.status !== 0) throw new BuildError(`unpacking llama.cpp failed: ${tar.stderr}`);
+  writeFileSync(join(tmp, 'llamux-source.json'), `${JSON.stringify({ revision: rev || 'unknown', from: 'node-llama-cpp gitRelease.bundle', paths: LLAMA_CPP_PATHS, excluded: LLAMA_CPP_EXCLUDES }, null, 2)}\n`);
+  rmSync(llamaCppDefaultDir, { recursive: true, force: true });
+  renameSync(tmp, llamaCppDefaultDir);
 }
 
-function main() {
-  const llama = llamaCppDir();
+/** The llama.cpp source folder, or undefined when there is none and none can be made. */
+export function findLlamaCpp({ make = true } = {}) {
+  if (process.env.LLAMA_CPP_DIR) return resolve(process.env.LLAMA_CPP_DIR);
+  // (an older checkout had a full clone here; the pruned export replaces it)
+  if (existsSync(join(llamaCppDefaultDir, 'llamux-source.json'))) return llamaCppDefaultDir;
+  const bundle = findBundle();
+  if (!bundle || !make) return undefined;
+  exportFromBundle(bundle);
+  return llamaCppDefaultDir;
+}
+
+/** What a source build needs that this machine lacks (empty when it can build). */
+export function missingBuildTools() {
+  const missing = [];
+  if (!has('cmake')) missing.push('cmake (3.18 or later)');
+  const cxx = process.env.CXX || (process.platform === 'win32' ? undefined : 'c++');
+  if (cxx && !has(cxx)) missing.push('a C++17 compiler (g++ or clang++)');
+  return missing;
+}
+
+export function buildDir() {
+  return resolve(root, process.env.LLAMUX_BUILD_DIR || 'build');
+}
+
+export function build() {
+  const llama = findLlamaCpp();
+  if (!llama) {
+    throw new BuildError('llama.cpp sources are missing: this copy of llamux has no deps/llama.cpp (a packed llamux carries it), ' +
+      'and node-llama-cpp (whose source bundle a checkout uses) is not installed. Set LLAMA_CPP_DIR to a llama.cpp checkout.');
+  }
+  const missing = missingBuildTools();
+  if (missing.length) throw new BuildError(`building from source needs ${missing.join(' and ')}, not found on PATH`);
   const cmakeJs = join(dirname(require.resolve('cmake-js/package.json')), 'bin', 'cmake-js');
-  const out = process.env.LLAMUX_BUILD_DIR || 'build';
+  const out = buildDir();
   // configure every time (cheap on an existing cache, and it picks up changed options),
   // then build: ninja rebuilds only what changed.
   const args = ['--out', out, `--CDLLAMA_CPP_DIR=${llama}`];
   if (has('ninja')) args.push('--generator', 'Ninja');
   if (process.env.LLAMUX_DEBUG === '1') args.push('--debug');
-  if (process.env.LLAMUX_GPU === 'cuda') args.push('--CDGGML_CUDA=ON');
-  if (process.env.LLAMUX_PORTABLE === '1') {
-    // Prebuilds run on other machines: fixed ISA flags instead of -march=native
-    // (x86-64-v3: AVX2/FMA/F16C, what every x86 CPU of the last decade has).
-    args.push('--CDGGML_NATIVE=OFF');
-    if (process.arch === 'x64') args.push('--CDGGML_AVX=ON', '--CDGGML_AVX2=ON', '--CDGGML_FMA=ON', '--CDGGML_F16C=ON', '--CDGGML_BMI2=ON');
-  }
-  if (process.env.LLAMUX_BUILD_BENCH === '1') args.push('--CDLLAMUX_BUILD_BENCH=ON');
-  // Extra cmake definitions, e.g. LLAMUX_CMAKE_ARGS="GGML_OPENMP=OFF GGML_CUDA=ON".
+  const gpu = (process.env.LLAMUX_GPU ?? '').toLowerCase();
+  const gpuFlags = { cuda: 'GGML_CUDA', vulkan: 'GGML_VULKAN', metal: 'GGML_METAL' };
+  if (gpu && !gpuFlags[gpu]) throw new BuildError(`LLAMUX_GPU=${gpu} is not one of ${Object.keys(gpuFlags).join(', ')}`);
+  for (const [name, flag] of Object.entries(gpuFlags)) args.push(`--CD${flag}=${gpu === name ? 'ON' : 'OFF'}`);
+  const native = process.env.LLAMUX_NATIVE === '1';
+  args.push(`--CDLLAMUX_NATIVE=${native ? 'ON' : 'OFF'}`);
+  args.push(`--CDLLAMUX_BUILD_BENCH=${process.env.LLAMUX_BUILD_BENCH === '1' ? 'ON' : 'OFF'}`);
+  // Extra cmake definitions, e.g. LLAMUX_CMAKE_ARGS="GGML_CUDA_F16=ON".
   for (const def of (process.env.LLAMUX_CMAKE_ARGS ?? '').split(/\s+/).filter(Boolean)) args.push(`--CD${def}`);
-  if (process.env.LLAMUX_SANITIZE === '1') {
+  const sanitize = process.env.LLAMUX_SANITIZE === '1';
+  if (sanitize) {
     args.push('--CDLLAMA_SANITIZE_ADDRESS=ON', '--CDLLAMA_SANITIZE_UNDEFINED=ON', '--CDLLAMUX_SANITIZE=ON', '--CDCMAKE_BUILD_TYPE=RelWithDebInfo');
   }
-  run(process.execPath, [cmakeJs, 'configure', ...args]);
-  run(process.execPath, [cmakeJs, 'build', ...args]);
+  // Paths relative to the package root in ccache's keys: a checkout and an installed copy
+  // (same deps/llama.cpp, same build/) share cached objects.
+  const env = { ...process.env, CCACHE_BASEDIR: process.env.CCACHE_BASEDIR ?? root };
+  run(process.execPath, [cmakeJs, 'configure', ...args], { env });
+  run(process.execPath, [cmakeJs, 'build', ...args], { env });
+  const release = join(out, process.env.LLAMUX_DEBUG === '1' ? 'Debug' : 'Release');
+  // What was built, read by the prebuild step and by `llamux inspect`.
+  const info = { kind: native ? 'native' : 'variants', gpu: gpu || null, sanitize, debug: process.env.LLAMUX_DEBUG === '1', llamaCpp: llamaRevision(llama) };
+  writeFileSync(join(release, 'llamux-build.json'), `${JSON.stringify(info, null, 2)}\n`);
+  return release;
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) main();
+function llamaRevision(dir) {
+  try {
+    return JSON.parse(readFileSync(join(dir, 'llamux-source.json'), 'utf8')).revision;
+  } catch {
+    return 'unknown';
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  try {
+    build();
+  } catch (err) {
+    if (!(err instanceof BuildError)) throw err;
+    console.error(`llamux: ${err.message}`);
+    process.exit(1);
+  }
+}

@@ -1,16 +1,42 @@
 #!/usr/bin/env node
 // Stands in for node-gyp when prebuildify runs (see scripts/prebuild.mjs): ignores the
-// node-gyp arguments, builds the addon with cmake-js and copies it to ./build/Release.
-import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync } from 'node:fs';
+// node-gyp arguments, builds the portable addon with cmake-js and puts it, with the shared
+// libraries it loads (libllama, libggml, one CPU backend per ISA level), in ./build/Release
+// where prebuildify picks them up.
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const outDir = join(root, 'build-prebuild');
-const env = { ...process.env, LLAMUX_PORTABLE: '1', LLAMUX_BUILD_DIR: outDir };
-const r = spawnSync(process.execPath, [join(root, 'scripts', 'build-native.mjs')], { stdio: 'inherit', cwd: root, env });
-if (r.status !== 0) process.exit(r.status ?? 1);
+
+// The checkout's own build/ is portable by default: reuse it (an incremental build) unless
+// it was made for something a prebuild must not be (native, sanitized, debug, GPU).
+function reusable(dir) {
+  try {
+    const info = JSON.parse(readFileSync(join(dir, 'Release', 'llamux-build.json'), 'utf8'));
+    return info.kind === 'variants' && !info.sanitize && !info.debug && !info.gpu;
+  } catch {
+    return !existsSync(join(dir, 'CMakeCache.txt'));
+  }
+}
+
+const buildDir = reusable(join(root, 'build')) ? join(root, 'build') : join(root, 'build-prebuild');
+process.env.LLAMUX_BUILD_DIR = buildDir;
+process.env.LLAMUX_NATIVE = '0';
+delete process.env.LLAMUX_GPU;
+delete process.env.LLAMUX_SANITIZE;
+delete process.env.LLAMUX_DEBUG;
+const { BuildError, build } = await import('./build-native.mjs');
+let release;
+try {
+  release = build();
+} catch (err) {
+  if (!(err instanceof BuildError)) throw err;
+  console.error(`llamux: ${err.message}`);
+  process.exit(1);
+}
 const dest = join(process.cwd(), 'build', 'Release');
 mkdirSync(dest, { recursive: true });
-copyFileSync(join(outDir, 'Release', 'llamux.node'), join(dest, 'llamux.node'));
+for (const f of readdirSync(release)) {
+  if (f === 'llamux.node' || f === 'llamux-build.json' || /\.(so|dylib|dll)$/.test(f)) copyFileSync(join(release, f), join(dest, f));
+}

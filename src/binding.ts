@@ -223,30 +223,68 @@ export interface NativeBinding {
     supportsMmap: boolean;
     maxParallelSequences: number;
     maxDevices: number;
+    /** 'variants': CPU backend chosen at run time among several builds; 'native': one static build for the build machine. */
+    buildKind: 'variants' | 'native';
+    /** The CPU backend variant in use (e.g. 'haswell', 'zen4'), or 'native'. */
+    cpuVariant: string;
+    backendDirectory: string;
+    /** Why no CPU backend could be loaded ('' when one was). */
+    backendError: string;
+    loadedBackends: string[];
+    /** Every CPU variant found, with this CPU's score for it ('zen4:43'; 0 = cannot run here). */
+    cpuVariants: string[];
+    devices: Array<{ name: string; description: string; type: 'cpu' | 'gpu' | 'igpu' | 'accel'; memoryFree: number; memoryTotal: number }>;
   };
 }
 
-/** The package root: one level above src/ (tests) or dist/ (the built package). */
-export const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+/** The package root: one level above src/ (tests) or dist/ (the built package). Inside an
+ * Electron asar archive, native files can only be loaded from the unpacked copy
+ * (`asarUnpack`), so look there. */
+export const packageRoot = unpackedPath(join(dirname(fileURLToPath(import.meta.url)), '..'));
+
+function unpackedPath(dir: string): string {
+  return process.versions.electron ? dir.replace(/\.asar([\\/]|$)/, '.asar.unpacked$1') : dir;
+}
+
+function loadFailure(tried: string, err: unknown): LlamuxError {
+  const cause = (err as Error)?.message ?? String(err);
+  return new LlamuxError(
+    'NATIVE_LOAD_FAILED',
+    `llamux could not load its native addon for ${process.platform}-${process.arch} (Node ${process.version}).\n` +
+      `Tried: ${tried}\n` +
+      `Cause: ${cause}\n` +
+      'Possible solutions:\n' +
+      '- reinstall so the install step can use a prebuilt binary or build one: npm rebuild llamux\n' +
+      '- build from source (needs cmake 3.18+ and a C++17 compiler): LLAMUX_BUILD_FROM_SOURCE=1 npm rebuild llamux\n' +
+      '- in an Electron app, unpack the native files from the asar archive (asarUnpack: "**/node_modules/llamux/{build,prebuilds}/**")\n' +
+      '- see docs/troubleshooting.md',
+    { cause: err },
+  );
+}
 
 function load(): NativeBinding {
   const require = createRequire(import.meta.url);
-  try {
-    // LLAMUX_NATIVE_PATH loads a specific build (e.g. the sanitizer build of `npm run test:asan`).
-    if (process.env.LLAMUX_NATIVE_PATH) return require(process.env.LLAMUX_NATIVE_PATH) as NativeBinding;
-    const nodeGypBuild = require('node-gyp-build') as (dir: string) => unknown;
-    return nodeGypBuild(packageRoot) as NativeBinding;
-  } catch (err) {
-    throw new LlamuxError(
-      'NATIVE_LOAD_FAILED',
-      `llamux could not load its native addon for ${process.platform}-${process.arch} (Node ${process.version}).\n` +
-        'Possible solutions:\n' +
-        '- run `npm install` again so the addon is built from source (needs cmake, a C++17 compiler and git)\n' +
-        '- check that prebuilds/ holds a binary for this platform\n' +
-        `Cause: ${(err as Error)?.message ?? String(err)}`,
-      { cause: err },
-    );
+  // LLAMUX_NATIVE_PATH loads a specific build (e.g. the sanitizer build of `npm run test:asan`).
+  let file = process.env.LLAMUX_NATIVE_PATH;
+  if (!file) {
+    try {
+      // node-gyp-build through normal module resolution: wherever npm, pnpm or yarn put it.
+      const nodeGypBuild = require('node-gyp-build') as { resolve(dir: string): string };
+      file = nodeGypBuild.resolve(packageRoot);
+    } catch (err) {
+      throw loadFailure(`a prebuilt binary in ${join(packageRoot, 'prebuilds')} and a build in ${join(packageRoot, 'build', 'Release')}: none fits`, err);
+    }
   }
+  let binding: NativeBinding;
+  try {
+    binding = require(file) as NativeBinding;
+  } catch (err) {
+    throw loadFailure(file, err);
+  }
+  // A binary that loads but finds no CPU backend it can run (missing or foreign files).
+  const info = binding.systemInfo();
+  if (info.backendError) throw loadFailure(file, new Error(info.backendError));
+  return binding;
 }
 
 export const native: NativeBinding = load();

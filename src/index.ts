@@ -22,6 +22,8 @@ export type { MarkerOption, MarkerPresetName, ResolvedMarkers, ToolCallMarkers }
 export { LlamuxError, isLlamuxError } from './errors.js';
 export type { LlamuxErrorCode } from './errors.js';
 export { setLogger } from './logger.js';
+export { describeSystem, systemInfo } from './system-info.js';
+export type { SystemInfo } from './system-info.js';
 export type { LogHandler, LogLevel } from './logger.js';
 export type { ContextOptions, GenerateOptions, LoadModelOptions, PrefillOptions, TokenizeOptions, DetokenizeOptions } from './options.js';
 export type { NativeCacheStats as CacheStats } from './binding.js';

@@ -297,7 +297,7 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
   const onProgress = o.onProgress as ((p: number) => void) | undefined;
   try {
     const nm = await native.Model.load(full, {
-      gpuLayers: o.gpuLayers,
+      gpuLayers: o.gpuLayers === 'auto' ? (hasGpu() ? -1 : 0) : o.gpuLayers,
       vocabOnly: o.vocabOnly,
       useMmap: o.useMmap,
       useMlock: o.useMlock,
@@ -318,4 +318,9 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
   } finally {
     o.signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/** Whether llama.cpp has a GPU (or integrated GPU) device to offload layers to. */
+function hasGpu(): boolean {
+  return native.systemInfo().devices.some((d) => d.type === 'gpu' || d.type === 'igpu');
 }

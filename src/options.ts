@@ -13,8 +13,9 @@ const biasValue = z.custom<number>((v) => typeof v === 'number' && (Number.isFin
 
 export const LoadModelOptionsSchema = z
   .object({
-    /** Layers to offload to a GPU (-1: all). Ignored in CPU builds. */
-    gpuLayers: z.number().int().min(-1).default(0),
+    /** Layers to offload to a GPU: a number (-1: all), or 'auto' (the default): all layers
+     * when llama.cpp sees a GPU (a CUDA/Vulkan/Metal build with a device), none otherwise. */
+    gpuLayers: z.union([z.literal('auto'), z.number().int().min(-1)]).default('auto'),
     /** Load the vocabulary only: tokenize/detokenize work, no contexts. */
     vocabOnly: z.boolean().default(false),
     useMmap: z.boolean().default(true),

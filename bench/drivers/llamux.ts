@@ -21,29 +21,48 @@ function banEog(model: Model): Record<string, number> {
   return Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity]));
 }
 
-/** One sequence: prefill `promptTokens`, then decode `genTokens` greedily. */
+/** One sequence: prefill `promptTokens`, then decode `genTokens` greedily. Timed by the
+ * client, as the other systems are: from the call to the first text event, then to the end. */
 export async function llamuxSingle(model: Model, promptTokens: number, genTokens: number, threads: number): Promise<DecodeResult> {
-  const ctx = await model.createContext({ contextSize: promptTokens + genTokens + 64, threads, batchThreads: threads });
+  const ctx = await model.createContext({ contextSize: promptTokens + genTokens + 64, threads, batchThreads: threads, prefixCache: false });
   const bias = banEog(model);
   // warm-up (graph allocation), then the measured run on a fresh prompt
   await ctx.complete({ prompt: benchPrompt(8, model.vocab.size, 99), maxTokens: 4, temperature: 0, logitBias: bias });
-  const r = await ctx.complete({ prompt: benchPrompt(promptTokens, model.vocab.size), maxTokens: genTokens, temperature: 0, logitBias: bias });
+  const t0 = performance.now();
+  let tFirst = 0;
+  let n = 0;
+  for await (const ev of ctx.generate({ prompt: benchPrompt(promptTokens, model.vocab.size), maxTokens: genTokens, temperature: 0, logitBias: bias, tokens: true })) {
+    if (ev.type === 'text') {
+      if (n === 0) tFirst = performance.now();
+      n += ev.tokens?.length ?? 0;
+    }
+  }
+  const tEnd = performance.now();
   await ctx.dispose();
-  return { prefillTokensPerSec: r.timings.prefillTokensPerSec, decodeTokensPerSec: r.timings.decodeTokensPerSec, ttftMs: r.timings.ttftMs };
+  const ttft = tFirst - t0;
+  return { prefillTokensPerSec: promptTokens / (ttft / 1000), decodeTokensPerSec: (n - 1) / ((tEnd - tFirst) / 1000), ttftMs: ttft };
 }
 
 /** `n` concurrent sequences; aggregate decode tokens/s over the span where all decode. */
 export async function llamuxConcurrent(model: Model, n: number, promptTokens: number, genTokens: number, threads: number): Promise<{ aggregateDecodeTokensPerSec: number; ttftP50: number; ttftP95: number }> {
-  const ctx = await model.createContext({ contextSize: (promptTokens + genTokens + 16) * n, sequences: n, threads, batchThreads: threads });
+  const ctx = await model.createContext({ contextSize: (promptTokens + genTokens + 16) * n, sequences: n, threads, batchThreads: threads, prefixCache: false });
   const bias = banEog(model);
   await ctx.complete({ prompt: benchPrompt(8, model.vocab.size, 99), maxTokens: 4, temperature: 0, logitBias: bias });
   const t0 = performance.now();
-  const results = await Promise.all(Array.from({ length: n }, (_, s) => ctx.complete({ prompt: benchPrompt(promptTokens, model.vocab.size, s + 1), maxTokens: genTokens, temperature: 0, logitBias: bias })));
+  // client-side: when each request's first text event arrived
+  const firsts = await Promise.all(
+    Array.from({ length: n }, async (_, s) => {
+      let first = 0;
+      for await (const ev of ctx.generate({ prompt: benchPrompt(promptTokens, model.vocab.size, s + 1), maxTokens: genTokens, temperature: 0, logitBias: bias })) {
+        if (ev.type === 'text' && first === 0) first = performance.now() - t0;
+      }
+      return first;
+    }),
+  );
   const total = performance.now() - t0;
   await ctx.dispose();
-  const firstDone = Math.max(...results.map((r) => r.timings.ttftMs));
-  const decodeSpan = total - firstDone;
-  const ttfts = results.map((r) => r.timings.ttftMs).sort((a, b) => a - b);
+  const decodeSpan = total - Math.max(...firsts);
+  const ttfts = firsts.sort((a, b) => a - b);
   return {
     aggregateDecodeTokensPerSec: (n * (genTokens - 1)) / (decodeSpan / 1000),
     ttftP50: ttfts[Math.floor(ttfts.length * 0.5)]!,

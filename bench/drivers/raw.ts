@@ -1,4 +1,5 @@
-// The raw C++ decode loop (bench/native/raw_decode.cc) over the same static llama.cpp.
+// The raw C++ decode loop (bench/native/raw_decode.cc) over the same llama.cpp build and the
+// same CPU backend variant as llamux (LLAMUX_CPU_VARIANT applies to both).
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,18 +10,32 @@ export interface RawResult {
   decodeTokensPerSec: number;
 }
 
+/** 'plain': llama_sampler_sample with a greedy chain (the true limit); 'llamux': full-vocab
+ * candidates + logit bias + greedy, the work llamux's sampler does per token. */
+export type RawSampler = 'plain' | 'llamux';
+
 export function rawBinary(): string {
-  const bin = join(packageRoot, 'build', 'raw-decode');
-  if (!existsSync(bin)) {
+  // variants build: next to the shared libraries; native build: the build root
+  const candidates = [join(packageRoot, 'build', 'Release', 'raw-decode'), join(packageRoot, 'build', 'raw-decode')];
+  let bin = candidates.find((c) => existsSync(c));
+  if (!bin) {
     execFileSync(process.execPath, [join(packageRoot, 'scripts', 'build-native.mjs')], {
       env: { ...process.env, LLAMUX_BUILD_BENCH: '1' },
       stdio: 'ignore',
     });
+    bin = candidates.find((c) => existsSync(c));
+    if (!bin) throw new Error('bench/native/raw_decode.cc did not build');
   }
   return bin;
 }
 
-export function runRaw(model: string, promptTokens: number, genTokens: number, threads: number, sequences = 1): RawResult {
-  const out = execFileSync(rawBinary(), [model, String(promptTokens), String(genTokens), String(threads), String(sequences)], { encoding: 'utf8' });
+export function runRaw(model: string, promptTokens: number, genTokens: number, threads: number, sequences = 1, sampler: RawSampler = 'llamux'): RawResult {
+  const out = execFileSync(rawBinary(), [model, String(promptTokens), String(genTokens), String(threads), String(sequences), sampler], { encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').at(-1)!) as RawResult;
+}
+
+/** Median time of one decode of a `suffix`-token batch over a `promptTokens` KV, over `repeats`. */
+export function runRawSuffix(model: string, promptTokens: number, suffix: number, repeats: number, threads: number): { medianMs: number; minMs: number; maxMs: number } {
+  const out = execFileSync(rawBinary(), [model, String(promptTokens), String(repeats), String(threads), '1', 'plain', String(suffix)], { encoding: 'utf8' });
+  return JSON.parse(out.trim().split('\n').at(-1)!) as { medianMs: number; minMs: number; maxMs: number };
 }

@@ -1,10 +1,18 @@
 // The speed limit for any binding: a plain C++ loop over the same static llama.cpp.
 // Prefills a prompt of N tokens, then decodes M tokens greedily (end-of-generation tokens
 // banned), sampling the same way llamux does (full-vocab candidates + a greedy chain).
-// Usage: raw-decode MODEL PROMPT_TOKENS GEN_TOKENS THREADS [SEQUENCES]
+// Usage: raw-decode MODEL PROMPT_TOKENS GEN_TOKENS THREADS [SEQUENCES] [SAMPLER] [SUFFIX]
+//   SAMPLER: "llamux" (default: full-vocab candidates + logit bias + greedy, as llamux
+//            samples) or "plain" (llama_sampler_sample with a greedy chain: the true limit)
+//   SUFFIX > 0: after the prompt, time GEN_TOKENS decodes of a SUFFIX-token batch over the
+//            prompt's KV (each removed again): small batches over a long KV.
 // Prints one JSON line.
+#include <ggml-backend.h>
 #include <llama.h>
 
+#include <string>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,8 +31,24 @@ int main(int argc, char **argv) {
   int nGen = atoi(argv[3]);
   int threads = atoi(argv[4]);
   int nSeq = argc > 5 ? atoi(argv[5]) : 1;
+  bool plain = argc > 6 && std::string(argv[6]) == "plain";
+  int nSuffix = argc > 7 ? atoi(argv[7]) : 0;
   llama_log_set(quiet, nullptr);
   llama_backend_init();
+#ifdef LLAMUX_BACKEND_DL
+  // The CPU backend variants sit next to this executable (build/Release). LLAMUX_CPU_VARIANT
+  // forces one, as it does for llamux, so both sides of a benchmark run the same kernels.
+  if (const char *v = getenv("LLAMUX_CPU_VARIANT"); v != nullptr && *v != '\0') {
+    std::string exe = argv[0];
+    std::string dir = exe.substr(0, exe.find_last_of('/') + 1);
+    if (ggml_backend_load((dir + "libggml-cpu-" + v + ".so").c_str()) == nullptr) {
+      fprintf(stderr, "cannot load CPU variant %s\n", v);
+      return 1;
+    }
+  } else {
+    ggml_backend_load_all();
+  }
+#endif
   llama_model_params mp = llama_model_default_params();
   llama_model *model = llama_model_load_from_file(path, mp);
   if (!model) {
@@ -34,7 +58,7 @@ int main(int argc, char **argv) {
   const llama_vocab *vocab = llama_model_get_vocab(model);
   int nVocab = llama_vocab_n_tokens(vocab);
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = (nPrompt + nGen + 16) * nSeq;
+  cp.n_ctx = (nPrompt + (nGen > nSuffix ? nGen : nSuffix) + 16) * nSeq;
   cp.n_batch = 512;
   cp.n_ubatch = 512;
   cp.n_seq_max = nSeq;
@@ -56,7 +80,13 @@ int main(int argc, char **argv) {
     llama_sampler_chain_add(chains[s], llama_sampler_init_greedy());
   }
   std::vector<llama_token_data> cur(nVocab);
+  std::vector<llama_sampler *> plainChains(nSeq);
+  for (int s = 0; s < nSeq; s++) {
+    plainChains[s] = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    llama_sampler_chain_add(plainChains[s], llama_sampler_init_greedy());
+  }
   auto sample = [&](int s, int idx) {
+    if (plain) return llama_sampler_sample(plainChains[s], ctx, idx);
     const float *logits = llama_get_logits_ith(ctx, idx);
     for (int t = 0; t < nVocab; t++) cur[t] = {t, logits[t], 0.0f};
     llama_token_data_array arr = {cur.data(), cur.size(), -1, false};
@@ -99,6 +129,29 @@ int main(int argc, char **argv) {
     last[s] = sample(s, batch.n_tokens - 1);
   }
   auto t1 = clk::now();
+  if (nSuffix > 0) {
+    std::vector<double> ms;
+    for (int r = 0; r < nGen; r++) {
+      batch.n_tokens = 0;
+      for (int i = 0; i < nSuffix; i++) {
+        int k = batch.n_tokens++;
+        batch.token[k] = 3 + (int)(((r * 31 + i) * 2654435761u) % (unsigned)(nVocab - 3));
+        batch.pos[k] = nPrompt + i;
+        batch.n_seq_id[k] = 1;
+        batch.seq_id[k][0] = 0;
+        batch.logits[k] = (i == nSuffix - 1);
+      }
+      auto a = clk::now();
+      if (llama_decode(ctx, batch) != 0) return 1;
+      sample(0, batch.n_tokens - 1);
+      ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - a).count());
+      llama_memory_seq_rm(llama_get_memory(ctx), 0, nPrompt, -1);
+    }
+    std::sort(ms.begin(), ms.end());
+    printf("{\"suffixTokens\":%d,\"promptTokens\":%d,\"medianMs\":%.3f,\"minMs\":%.3f,\"maxMs\":%.3f}\n", nSuffix, nPrompt,
+           ms[ms.size() / 2], ms.front(), ms.back());
+    return 0;
+  }
   for (int g = 1; g < nGen; g++) {
     batch.n_tokens = 0;
     for (int s = 0; s < nSeq; s++) {

@@ -179,5 +179,6 @@ export type TokenTypeName = keyof typeof TokenType;
 export const LlamaFileType = {
   ALL_F32: 0,
   MOSTLY_F16: 1,
+  MOSTLY_Q4_0: 2,
   MOSTLY_Q8_0: 7,
 } as const;

@@ -12,7 +12,7 @@ export {
 export type { GgmlTypeName, GgufScalarType, TokenTypeName } from './constants.js';
 export { GgufFormatError } from './errors.js';
 export { f16FromNumber, f16ToNumber, encodeF16 } from './f16.js';
-export { encodeQ8_0, decodeQ8_0, Q8_0_BLOCK_BYTES, Q8_0_BLOCK_ELEMENTS } from './quant.js';
+export { encodeQ8_0, decodeQ8_0, Q8_0_BLOCK_BYTES, Q8_0_BLOCK_ELEMENTS, encodeQ4_0, decodeQ4_0, Q4_0_BLOCK_BYTES, Q4_0_BLOCK_ELEMENTS } from './quant.js';
 export { Prng, hashSeed } from './prng.js';
 export { val } from './types.js';
 export type {

@@ -95,6 +95,9 @@ export interface ScriptedModelSpec {
   /** `llama.context_length` (8192). */
   readonly contextLength?: number;
   readonly logits?: ScriptedLogits;
+  /** Encoding of the matrix weights (output head, attention, feed-forward): quantized
+   * variants run llama.cpp's quantized kernels (default F32). The embeddings stay F32. */
+  readonly weightType?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0';
 }
 
 /** A possible sampled continuation and its probability at temperature 1 (no other samplers). */
@@ -448,7 +451,7 @@ export function buildScriptedModel(spec: ScriptedModelSpec): BuiltScriptedModel 
     ['general.architecture', val.string('llama')],
     ['general.name', val.string(`llamux-scripted-${spec.name}`)],
     ['general.description', val.string(`llamux scripted test model "${spec.name}" (generated, seed ${seed})`)],
-    ['general.file_type', val.u32(LlamaFileType.ALL_F32)],
+    ['general.file_type', val.u32({ F32: LlamaFileType.ALL_F32, F16: LlamaFileType.MOSTLY_F16, Q8_0: LlamaFileType.MOSTLY_Q8_0, Q4_0: LlamaFileType.MOSTLY_Q4_0 }[spec.weightType ?? 'F32'])],
     ['llama.vocab_size', val.u32(V)],
     ['llama.context_length', val.u32(contextLength)],
     ['llama.embedding_length', val.u32(D)],
@@ -462,19 +465,20 @@ export function buildScriptedModel(spec: ScriptedModelSpec): BuiltScriptedModel 
     ...vocab.metadata(),
   ];
   if (spec.chatTemplate !== undefined) metadata.push(['tokenizer.chat_template', val.string(spec.chatTemplate)]);
+  const wt = spec.weightType ?? 'F32';
   const tensors: GgufTensorSpec[] = [
     { name: 'token_embd.weight', shape: [D, V], type: 'F32', data: embd },
     { name: 'output_norm.weight', shape: [D], type: 'F32', data: ones },
-    { name: 'output.weight', shape: [D, V], type: 'F32', data: output },
+    { name: 'output.weight', shape: [D, V], type: wt, data: output },
     { name: 'blk.0.attn_norm.weight', shape: [D], type: 'F32', data: ones },
-    { name: 'blk.0.attn_q.weight', shape: [D, D], type: 'F32', data: wq },
-    { name: 'blk.0.attn_k.weight', shape: [D, D], type: 'F32', data: wk },
-    { name: 'blk.0.attn_v.weight', shape: [D, D], type: 'F32', data: wv },
-    { name: 'blk.0.attn_output.weight', shape: [D, D], type: 'F32', data: wo },
+    { name: 'blk.0.attn_q.weight', shape: [D, D], type: wt, data: wq },
+    { name: 'blk.0.attn_k.weight', shape: [D, D], type: wt, data: wk },
+    { name: 'blk.0.attn_v.weight', shape: [D, D], type: wt, data: wv },
+    { name: 'blk.0.attn_output.weight', shape: [D, D], type: wt, data: wo },
     { name: 'blk.0.ffn_norm.weight', shape: [D], type: 'F32', data: ones },
-    { name: 'blk.0.ffn_gate.weight', shape: [D, nFf], type: 'F32', data: new Float32Array(D * nFf) },
-    { name: 'blk.0.ffn_up.weight', shape: [D, nFf], type: 'F32', data: new Float32Array(D * nFf) },
-    { name: 'blk.0.ffn_down.weight', shape: [nFf, D], type: 'F32', data: new Float32Array(D * nFf) },
+    { name: 'blk.0.ffn_gate.weight', shape: [D, nFf], type: wt, data: new Float32Array(D * nFf) },
+    { name: 'blk.0.ffn_up.weight', shape: [D, nFf], type: wt, data: new Float32Array(D * nFf) },
+    { name: 'blk.0.ffn_down.weight', shape: [nFf, D], type: wt, data: new Float32Array(D * nFf) },
   ];
 
   // ---- description (checked against a reference forward pass) --------------------------------

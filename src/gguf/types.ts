@@ -41,7 +41,7 @@ export interface GgufTensorSpec {
   readonly name: string;
   /** ggml order: `shape[0]` is the row length (the fastest-varying dimension). 1 to 4 dims. */
   readonly shape: readonly number[];
-  /** Encoding. F32, F16 and Q8_0 are encoded from values; other types need raw bytes. */
+  /** Encoding. F32, F16, Q8_0 and Q4_0 are encoded from values; other types need raw bytes. */
   readonly type: GgmlTypeName;
   readonly data: TensorData;
 }

@@ -12,7 +12,7 @@ import {
 } from './constants.js';
 import type { GgmlTypeName, GgufScalarType } from './constants.js';
 import { encodeF16 } from './f16.js';
-import { encodeQ8_0 } from './quant.js';
+import { encodeQ4_0, encodeQ8_0 } from './quant.js';
 import type { GgufMetadata, GgufSpec, GgufTensorSpec, GgufValue, TensorData } from './types.js';
 
 /** Where each tensor landed, as returned by the writers. */
@@ -338,8 +338,8 @@ function planTensor(t: GgufTensorSpec, offset: number): PlannedTensor {
       throw new RangeError(`Expected ${byteSize} raw bytes for tensor "${t.name}" but received ${data.length}`);
     }
   } else {
-    if (t.type !== 'F32' && t.type !== 'F16' && t.type !== 'Q8_0') {
-      throw new TypeError(`Tensor "${t.name}": only F32, F16 and Q8_0 can be encoded from values; pass raw bytes for ${t.type}`);
+    if (t.type !== 'F32' && t.type !== 'F16' && t.type !== 'Q8_0' && t.type !== 'Q4_0') {
+      throw new TypeError(`Tensor "${t.name}": only F32, F16, Q8_0 and Q4_0 can be encoded from values; pass raw bytes for ${t.type}`);
     }
     if (typeof data !== 'function' && data.length !== count) {
       throw new RangeError(`Expected ${count} values for tensor "${t.name}" but received ${data.length}`);
@@ -408,7 +408,7 @@ function* fileChunks(p: Plan, chunkElements: number): Generator<Uint8Array, void
     if (data instanceof Uint8Array) {
       if (data.length > 0) yield data;
     } else {
-      const bytesPerElement = t.type === 'F32' ? 4 : t.type === 'F16' ? 2 : 34 / 32;
+      const bytesPerElement = t.type === 'F32' ? 4 : t.type === 'F16' ? 2 : t.type === 'Q8_0' ? 34 / 32 : 18 / 32;
       for (let start = 0; start < t.count; start += chunk) {
         const n = Math.min(chunk, t.count - start);
         let src: Float32Array;
@@ -432,8 +432,10 @@ function* fileChunks(p: Plan, chunkElements: number): Generator<Uint8Array, void
           if (!LITTLE_ENDIAN) swap32(out);
         } else if (t.type === 'F16') {
           encodeF16(src, out);
-        } else {
+        } else if (t.type === 'Q8_0') {
           encodeQ8_0(src, out, 0, n, 0);
+        } else {
+          encodeQ4_0(src, out, 0, n, 0);
         }
         yield out;
       }

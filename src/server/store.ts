@@ -1,10 +1,26 @@
 // The tool-call store: the exact bytes and tokens of every call the server returned, under its
 // id, in SQLite (WAL), so a later request — even to a restarted server — replays them verbatim.
 import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
 import { LlamuxError } from '../errors.js';
+import type BetterSqlite3 from 'better-sqlite3';
 import type { Database as SqliteDatabase, Statement } from 'better-sqlite3';
+
+// better-sqlite3 is an optional peer dependency: only a store on disk needs it, so a library
+// user never compiles it. Loaded on first use.
+let sqlite: typeof BetterSqlite3 | null | undefined;
+function loadSqlite(): typeof BetterSqlite3 | null {
+  if (sqlite === undefined) {
+    try {
+      sqlite = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'MODULE_NOT_FOUND') throw e;
+      sqlite = null;
+    }
+  }
+  return sqlite;
+}
 
 /** One stored call. */
 export interface StoredToolCall {
@@ -68,7 +84,11 @@ function fromBlob(b: Buffer): Int32Array {
  */
 export class ToolCallStore {
   readonly path: string;
+  /** 'sqlite', or 'memory' when better-sqlite3 is not installed and the path is ':memory:'. */
+  readonly backend: 'sqlite' | 'memory';
   #db!: SqliteDatabase;
+  /** The store without SQLite: insertion order is age order. */
+  #mem?: Map<string, { call: StoredToolCall; bytes: number }>;
   #insert!: Statement;
   #get!: Statement;
   #limits: Required<ToolCallStoreLimits>;
@@ -83,7 +103,17 @@ export class ToolCallStore {
       maxBytes: limits.maxBytes ?? 256 * 1024 * 1024,
       maxAgeMs: limits.maxAgeMs ?? 7 * 24 * 3600 * 1000,
     };
-    let db: Database.Database | undefined;
+    const Database = loadSqlite();
+    if (!Database) {
+      if (path !== ':memory:') {
+        throw new LlamuxError('UNSUPPORTED', `The tool-call store "${path}" needs the optional package better-sqlite3, which is not installed: run \`npm install better-sqlite3@12\` (or leave out --store to keep tool calls in memory)`);
+      }
+      this.backend = 'memory';
+      this.#mem = new Map();
+      return;
+    }
+    this.backend = 'sqlite';
+    let db: SqliteDatabase | undefined;
     try {
       if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
       db = new Database(path);
@@ -196,6 +226,10 @@ export class ToolCallStore {
     const spanBlob = toBlob(call.spanTokens);
     const preludeBlob = call.preludeTokens ? toBlob(call.preludeTokens) : null;
     const bytes = Buffer.byteLength(call.spanText) + spanBlob.length + Buffer.byteLength(call.preludeText ?? '') + (preludeBlob?.length ?? 0) + Buffer.byteLength(call.arguments);
+    if (this.#mem) {
+      this.#putMemory(call, bytes);
+      return;
+    }
     const existed = this.#get.get(call.id) as Row | undefined;
     this.#insert.run({
       id: call.id,
@@ -221,7 +255,33 @@ export class ToolCallStore {
     this.#pruneSize();
   }
 
+  #putMemory(call: StoredToolCall, bytes: number): void {
+    const mem = this.#mem!;
+    const old = mem.get(call.id);
+    if (old) {
+      mem.delete(call.id);
+      this.#rows--;
+      this.#bytes -= old.bytes;
+    }
+    mem.set(call.id, { call: { ...call }, bytes });
+    this.#rows++;
+    this.#bytes += bytes;
+    const cutoff = Date.now() - this.#limits.maxAgeMs;
+    for (const [id, row] of mem) {
+      const tooOld = row.call.createdAt < cutoff;
+      if (!tooOld && this.#rows <= this.#limits.maxRows && this.#bytes <= this.#limits.maxBytes) break;
+      mem.delete(id);
+      this.#rows--;
+      this.#bytes -= row.bytes;
+    }
+  }
+
   #read(id: string): StoredToolCall | undefined {
+    if (this.#mem) {
+      const row = this.#mem.get(id);
+      if (!row || row.call.createdAt < Date.now() - this.#limits.maxAgeMs) return undefined;
+      return { ...row.call };
+    }
     const r = this.#get.get(id) as Row | undefined;
     if (!r) return undefined;
     if (r.created_at < Date.now() - this.#limits.maxAgeMs) return undefined;
@@ -244,6 +304,7 @@ export class ToolCallStore {
   }
 
   close(): void {
-    if (this.#db.open) this.#db.close();
+    if (this.#mem) this.#mem.clear();
+    else if (this.#db.open) this.#db.close();
   }
 }
