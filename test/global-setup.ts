@@ -1,6 +1,8 @@
 // Generates the scripted GGUF fixtures into an ignored folder once per run, before any test
 // file runs, and hands their paths and descriptions to the tests (`inject('testModels')`, or
 // `testModel(name)` from test/helpers/models.ts).
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
@@ -25,7 +27,25 @@ declare module 'vitest' {
 const projectRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
 export const testModelsDir = join(projectRoot, '.cache', 'test-models');
 
+/** llama.cpp's chat templates and vocab-only files, from the bare clone of node-llama-cpp's
+ * bundle that `npm install` made (scripts/build-native.mjs) into .cache/llama.cpp-models. */
+function extractLlamaCppTestData(): void {
+  const out = join(projectRoot, '.cache', 'llama.cpp-models');
+  if (existsSync(join(out, 'ggml-vocab-qwen2.gguf')) && existsSync(join(out, 'templates'))) return;
+  const git = join(projectRoot, '.cache', 'llama.cpp.git');
+  const tmp = `${out}.tmp`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  const archive = spawnSync('git', ['--git-dir', git, 'archive', '--format=tar', 'HEAD', 'models/templates', 'models/ggml-vocab-qwen2.gguf'], { maxBuffer: 1 << 30 });
+  if (archive.status !== 0) throw new Error(`cannot extract llama.cpp's test data from ${git} (run npm install first): ${archive.stderr}`);
+  const tar = spawnSync('tar', ['-x', '-C', tmp, '--strip-components=1'], { input: archive.stdout });
+  if (tar.status !== 0) throw new Error(`cannot unpack llama.cpp's test data: ${tar.stderr}`);
+  rmSync(out, { recursive: true, force: true });
+  renameSync(tmp, out);
+}
+
 export default async function setup(project?: Pick<TestProject, 'provide'>): Promise<void> {
+  extractLlamaCppTestData();
   const models = await ensureTestModels(testModelsDir);
   const provided = Object.fromEntries(
     Object.entries(models).map(([name, m]) => [name, { path: m.path, description: m.description }]),

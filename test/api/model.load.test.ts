@@ -2,7 +2,7 @@ import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LlamuxError, loadModel, setLogger } from '../../src/index.js';
-import { projectRoot, tempDir, tinyModelPath } from '../helpers/paths.js';
+import { llamaCppModelsDir, projectRoot, tempDir, tinyModelPath } from '../helpers/paths.js';
 
 async function expectCode(p: Promise<unknown>, code: string, text?: RegExp): Promise<LlamuxError> {
   const err = await p.then(() => undefined, (e: unknown) => e);
@@ -114,7 +114,7 @@ describe('loadModel()', () => {
   });
 
   it('reads the metadata of vocabulary-only files (no layers) without aborting', async () => {
-    const vocabFile = join(projectRoot, 'deps', 'llama.cpp', 'models', 'ggml-vocab-qwen2.gguf');
+    const vocabFile = join(llamaCppModelsDir, 'ggml-vocab-qwen2.gguf');
     const model = await loadModel(vocabFile, { vocabOnly: true });
     expect(model.metadata.layers).toBeGreaterThanOrEqual(0);
     expect(model.metadata.chatTemplate === null || typeof model.metadata.chatTemplate === 'string').toBe(true);

@@ -13,3 +13,6 @@ export function tempDir(name: string): string {
   mkdirSync(dir, { recursive: true });
   return dir;
 }
+/** llama.cpp's own test data (chat templates, vocab-only GGUFs), extracted by the global setup
+ * from the llama.cpp git bundle: the pruned deps/llama.cpp that builds and ships has no models/. */
+export const llamaCppModelsDir = join(projectRoot, '.cache', 'llama.cpp-models');

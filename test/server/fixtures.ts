@@ -11,9 +11,9 @@ import {
   writeBytesAtomic,
   type ScriptedModelSpec,
 } from '../../src/gguf/index.js';
-import { fixturesDir, projectRoot } from '../helpers/paths.js';
+import { fixturesDir, llamaCppModelsDir, projectRoot } from '../helpers/paths.js';
 
-export const templatesDir = join(projectRoot, 'deps', 'llama.cpp', 'models', 'templates');
+export const templatesDir = join(llamaCppModelsDir, 'templates');
 
 export function readTemplate(name: string): string {
   return readFileSync(join(templatesDir, `${name}.jinja`), 'utf8');
