@@ -174,7 +174,7 @@ describe('writer validation', () => {
     ['too many dimensions', t({ shape: [32, 1, 1, 1, 1], data: new Float32Array(32) }), 'Expected 1 to 4 dimensions for tensor "x"'],
     ['a wrong value count', t({ data: new Float32Array(31) }), 'Expected 32 values for tensor "x" but received 31'],
     ['a wrong raw size', t({ type: 'Q4_0', data: new Uint8Array(17) }), 'Expected 18 raw bytes for tensor "x" but received 17'],
-    ['values for a type it cannot encode', t({ type: 'Q4_0' }), 'only F32, F16 and Q8_0 can be encoded from values'],
+    ['values for a type it cannot encode', t({ type: 'Q5_0' }), 'only F32, F16, Q8_0 and Q4_0 can be encoded from values'],
   ] as Array<[string, GgufSpec, string]>)('throws for %s', (_label, spec, message) => {
     expect(() => encodeGguf(spec)).toThrow(message);
   });
