@@ -1,0 +1,107 @@
+// Small batches over a long KV (issue 13): the time to first token for 1, 3, 16, 63 and 64 new
+// tokens after a ~3,800-token prefix that is already in the KV. This is where an F16 vector
+// step longer than the attention head (AVX512-FP16 with -march=native) made vector flash
+// attention 10–40x slower: batches under 64 tokens were slow, 64 was fast.
+// All three systems keep the prefix and decode only the new tokens; timed by the client.
+import { withLlamux } from '../drivers/llamux.js';
+import { withNodeLlamaCpp } from '../drivers/node-llama-cpp.js';
+import { runRawSuffix } from '../drivers/raw.js';
+import { benchPrompt, ensureBenchModel, type BenchModelName } from '../models.js';
+import { progress, progressDone, table, writeResult, type Row } from '../report.js';
+import { fmtSpread, ratio, spread, type Spread } from '../stats.js';
+
+export interface AttentionBenchOptions {
+  quick?: boolean;
+  threads?: number;
+  model?: BenchModelName;
+  runs?: number;
+}
+
+const SUFFIXES = [1, 3, 16, 63, 64];
+
+export async function runAttentionBench(opts: AttentionBenchOptions = {}): Promise<string> {
+  const threads = opts.threads ?? 2;
+  const runs = opts.runs ?? (opts.quick ? 1 : 5);
+  const bm = await ensureBenchModel(opts.model ?? (opts.quick ? 'llama2-tiny' : '250m-q8_0'));
+  const prefix = opts.quick ? 480 : 3830;
+  const ctxSize = opts.quick ? 1024 : 4096;
+  const raw: Record<number, Spread> = {};
+  const llamux: Record<number, Spread> = {};
+  const nlc: Record<number, Spread> = {};
+
+  for (const s of SUFFIXES) {
+    progress(`attention: raw C++ loop, ${s} tokens over ${prefix}`);
+    const r = runRawSuffix(bm.path, prefix, s, runs, threads);
+    raw[s] = { median: r.medianMs, min: r.minMs, max: r.maxMs, runs: [r.medianMs] };
+  }
+
+  let nVocab = 0;
+  await withLlamux(bm.path, async (model) => {
+    nVocab = model.vocab.size;
+    const ctx = await model.createContext({ contextSize: ctxSize, sequences: 1, threads, batchThreads: threads });
+    try {
+      const base = benchPrompt(prefix, nVocab);
+      await ctx.complete({ prompt: base, maxTokens: 1, temperature: 0 });
+      for (const s of SUFFIXES) {
+        const times: number[] = [];
+        for (let r = 0; r < runs; r++) {
+          progress(`attention: llamux, ${s} tokens over ${prefix} (${r + 1}/${runs})`);
+          const prompt = [...base, ...benchPrompt(s, nVocab, 1000 + r * 31 + s)];
+          const t0 = performance.now();
+          let first = 0;
+          for await (const ev of ctx.generate({ prompt, maxTokens: 1, temperature: 0 })) {
+            if (first === 0 && (ev.type === 'text' || ev.type === 'final')) first = performance.now() - t0;
+            if (ev.type === 'final' && ev.prefilledTokens !== s) throw new Error(`llamux prefilled ${ev.prefilledTokens} tokens, expected ${s}`);
+          }
+          times.push(first);
+        }
+        llamux[s] = spread(times);
+      }
+    } finally {
+      await ctx.dispose();
+    }
+  });
+
+  await withNodeLlamaCpp(bm.path, async (model, m) => {
+    const ctx = await model.createContext({ contextSize: ctxSize, threads, batchSize: 512 });
+    try {
+      const seq = ctx.getSequence();
+      const base = benchPrompt(prefix, nVocab) as never as import('node-llama-cpp').Token[];
+      {
+        const it = seq.evaluate(base, { temperature: 0 });
+        await it.next();
+        await it.return(undefined);
+      }
+      for (const s of SUFFIXES) {
+        const times: number[] = [];
+        for (let r = 0; r < runs; r++) {
+          progress(`attention: node-llama-cpp, ${s} tokens over ${prefix} (${r + 1}/${runs})`);
+          await seq.eraseContextTokenRanges([{ start: prefix, end: seq.nextTokenIndex }]);
+          const suffix = benchPrompt(s, nVocab, 1000 + r * 31 + s) as never as import('node-llama-cpp').Token[];
+          const t0 = performance.now();
+          const it = seq.evaluate(suffix, { temperature: 0 });
+          await it.next();
+          times.push(performance.now() - t0);
+          await it.return(undefined);
+        }
+        nlc[s] = spread(times);
+      }
+      void m;
+    } finally {
+      await ctx.dispose();
+    }
+  });
+  progressDone();
+
+  const rows: Row[] = SUFFIXES.map((s) => ({
+    'new tokens': s,
+    'raw C++ loop ms': fmtSpread(raw[s]!),
+    'llamux TTFT ms': fmtSpread(llamux[s]!),
+    'node-llama-cpp TTFT ms': fmtSpread(nlc[s]!),
+    'llamux vs raw': ratio(llamux[s]!, raw[s]!),
+    'llamux vs node-llama-cpp': ratio(llamux[s]!, nlc[s]!),
+  }));
+  const out = [table(`${bm.description}: new tokens over a ${prefix}-token KV, ${threads} threads; median of ${runs} (min–max)`, rows)];
+  out.push(`results: ${writeResult('attention', { prefix, threads, runs, raw, llamux, nodeLlamaCpp: nlc })}`);
+  return out.join('\n');
+}
