@@ -46,12 +46,26 @@ Options:
       --threads N           CPU threads for decoding (default: all)
       --markers M           Tool-call markers: auto (default), none, a preset
                             (${Object.keys(MARKER_PRESETS).join(', ')}) or START,END
-      --api-key KEY         Require this key (Bearer or x-api-key); default $LLAMUX_API_KEY
+      --api-key KEY         Require this key (Bearer or x-api-key); repeatable; default $LLAMUX_API_KEY
+      --allowed-host NAME   Also accept this Host header (repeatable; loopback names always;
+                            "*" turns the DNS-rebinding check off)
+      --isolate-tenants     Tenants (one per API key, or the x-llamux-tenant header with one
+                            key) never share conversations, tool-call replay or cache numbers
       --cache-ram MB        RAM tier of saved sequence states (default 256; 0: off)
       --cache-dir DIR       Disk tier of saved sequence states (off by default)
       --store PATH          SQLite file of the tool-call store (default: in memory)
       --chat-template FILE  Jinja chat template replacing the model's own
       --max-body BYTES      Largest accepted request body (default 4194304)
+      --max-prompt-bytes N  Largest message and tool text per request (default 1048576)
+      --tokenize-timeout MS Stop rendering and tokenizing one request after this (default 10000)
+      --tokenize-workers N  Threads that render and tokenize prompts (default 2)
+      --max-queued N        Requests waiting for a sequence before 503 (default 1024)
+      --max-connections N   Open connections at most (default 512)
+      --headers-timeout MS  Time to receive a request's headers (default 10000)
+      --request-timeout MS  Time to receive a whole request (default 60000)
+      --keep-alive-timeout MS  Idle keep-alive connections close after this (default 5000)
+      --send-timeout MS     Disconnect a streaming client that reads nothing this long (default 60000)
+      --session-ttl MS      Idle conversations release their sequence after this (default 600000)
   -q, --quiet               No progress display
   -h, --help                Show this help`;
 
@@ -134,7 +148,19 @@ async function serve(args: string[]): Promise<void> {
     parallel: { type: 'string' },
     threads: { type: 'string' },
     markers: { type: 'string' },
-    'api-key': { type: 'string' },
+    'api-key': { type: 'string', multiple: true },
+    'allowed-host': { type: 'string', multiple: true },
+    'isolate-tenants': { type: 'boolean' },
+    'max-prompt-bytes': { type: 'string' },
+    'tokenize-timeout': { type: 'string' },
+    'tokenize-workers': { type: 'string' },
+    'max-queued': { type: 'string' },
+    'max-connections': { type: 'string' },
+    'headers-timeout': { type: 'string' },
+    'request-timeout': { type: 'string' },
+    'keep-alive-timeout': { type: 'string' },
+    'send-timeout': { type: 'string' },
+    'session-ttl': { type: 'string' },
     'cache-ram': { type: 'string' },
     'cache-dir': { type: 'string' },
     store: { type: 'string' },
@@ -147,7 +173,22 @@ async function serve(args: string[]): Promise<void> {
     return;
   }
   if (!values.model) throw new UsageError('serve needs --model PATH');
-  const apiKey = values['api-key'] ?? process.env.LLAMUX_API_KEY;
+  const apiKeys = values['api-key'] ?? (process.env.LLAMUX_API_KEY !== undefined ? [process.env.LLAMUX_API_KEY] : []);
+  // An empty key would silently leave the server open: refuse it.
+  if (apiKeys.some((k) => k.trim() === '')) throw new UsageError(`${values['api-key'] ? '--api-key' : 'LLAMUX_API_KEY'} must not be empty (leave it out to run without a key)`);
+  const apiKey = apiKeys.length === 0 ? undefined : apiKeys.length === 1 ? apiKeys[0]! : apiKeys;
+  const limits = {
+    maxPromptBytes: intArg(values['max-prompt-bytes'], 'max-prompt-bytes', 1),
+    tokenizeTimeoutMs: intArg(values['tokenize-timeout'], 'tokenize-timeout', 1),
+    tokenizeWorkers: intArg(values['tokenize-workers'], 'tokenize-workers', 1),
+    maxQueued: intArg(values['max-queued'], 'max-queued', 0),
+    maxConnections: intArg(values['max-connections'], 'max-connections', 1),
+    headersTimeoutMs: intArg(values['headers-timeout'], 'headers-timeout', 1),
+    requestTimeoutMs: intArg(values['request-timeout'], 'request-timeout', 1),
+    keepAliveTimeoutMs: intArg(values['keep-alive-timeout'], 'keep-alive-timeout', 1),
+    sendTimeoutMs: intArg(values['send-timeout'], 'send-timeout', 1),
+    sessionTtlMs: intArg(values['session-ttl'], 'session-ttl', 1),
+  };
   const progress = progressPrinter('Loading model', values.quiet ?? false);
   const port = intArg(values.port, 'port', 0);
   const ctx = intArg(values.ctx, 'ctx', 64);
@@ -163,7 +204,10 @@ async function serve(args: string[]): Promise<void> {
     ...(parallel !== undefined ? { parallel } : {}),
     ...(threads !== undefined ? { threads } : {}),
     markers: parseMarkersArg(values.markers),
-    ...(apiKey ? { apiKey } : {}),
+    ...(apiKey !== undefined ? { apiKey } : {}),
+    ...(values['allowed-host'] ? { allowedHosts: values['allowed-host'] } : {}),
+    ...(values['isolate-tenants'] ? { isolateTenants: true } : {}),
+    ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)),
     ...(cacheRamMb !== undefined ? { cacheRamMb } : {}),
     ...(values['cache-dir'] !== undefined ? { cacheDir: values['cache-dir'] } : {}),
     ...(values.store !== undefined ? { storePath: values.store } : {}),
@@ -177,7 +221,7 @@ async function serve(args: string[]): Promise<void> {
   console.log(
     [
       `llamux listening on ${server.url}`,
-      `  model ${server.model.path}, context ${server.context.settings.contextSize} tokens, ${server.context.settings.sequences} parallel, markers ${markers}${apiKey ? ', API key required' : ''}`,
+      `  model ${server.model.path}, context ${server.context.settings.contextSize} tokens, ${server.context.settings.sequences} parallel, markers ${markers}${apiKey !== undefined ? ', API key required' : ''}${values['isolate-tenants'] ? ', tenants isolated' : ''}`,
       `  OpenAI: ${server.url}/v1   Anthropic: ${server.url}`,
     ].join('\n'),
   );

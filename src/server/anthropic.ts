@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
-import { HttpError, SseWriter, errorBody, parseBody, readJson, sendJson, toHttpError } from './http.js';
+import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, sendJson, toHttpError } from './http.js';
+import type { HandlerOptions } from './openai.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ToolChoice, type Usage } from './service.js';
 
 const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
@@ -155,7 +156,7 @@ export function anthropicToChatMessages(system: MessagesRequest['system'], messa
   return out;
 }
 
-function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: number }, conversation: string | undefined): ChatRequest {
+function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: number }, conversation: string | undefined, tenant?: string): ChatRequest {
   let toolChoice: ToolChoice = 'auto';
   let parallel = true;
   const tc = b.tool_choice;
@@ -182,6 +183,7 @@ function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: n
     parallelToolCalls: parallel,
     generate,
     ...(conversation !== undefined ? { conversationHeader: conversation } : {}),
+    ...(tenant !== undefined ? { tenant } : {}),
     idPrefix: 'toolu_',
   };
 }
@@ -202,11 +204,11 @@ function usageOf(u: Usage) {
   };
 }
 
-export async function handleCountTokens(req: IncomingMessage, res: ServerResponse, service: ChatService, maxBodyBytes: number): Promise<void> {
-  const raw = await readJson(req, maxBodyBytes);
+export async function handleCountTokens(req: IncomingMessage, res: ServerResponse, service: ChatService, o: HandlerOptions): Promise<void> {
+  const raw = await readJson(req, o.maxBodyBytes);
   checkBlocks(raw);
   const body = parseBody(CountTokensRequestSchema, raw);
-  const prepared = service.prepare(toChatRequest(body, undefined));
+  const prepared = await service.prepare(toChatRequest(body, undefined, o.tenant), o.signal);
   sendJson(res, 200, { input_tokens: prepared.prompt.tokens.length });
 }
 
@@ -214,21 +216,24 @@ export async function handleMessages(
   req: IncomingMessage,
   res: ServerResponse,
   service: ChatService,
-  maxBodyBytes: number,
-  signal: AbortSignal,
+  o: HandlerOptions,
 ): Promise<void> {
-  const raw = await readJson(req, maxBodyBytes);
+  const { signal } = o;
+  const raw = await readJson(req, o.maxBodyBytes);
   checkBlocks(raw);
   const body = parseBody(MessagesRequestSchema, raw);
-  const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']));
-  const prepared = service.prepare(chatReq);
+  const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
+  const prepared = await service.prepare(chatReq, signal);
   const headers = { 'x-llamux-conversation': prepared.conversationId };
   const id = `msg_${randomBytes(12).toString('hex')}`;
-  const events = service.run(prepared, chatReq, signal);
+  // Errors known before the first byte (bad arguments, a full queue) keep their HTTP status,
+  // streaming or not.
+  const events = await firstEventFirst(service.run(prepared, chatReq, signal));
 
   if (!body.stream) {
     const content: Array<Record<string, unknown>> = [];
     for await (const ev of events) {
+      if (ev.type === 'started') continue;
       if (ev.type === 'text') {
         const last = content[content.length - 1];
         if (last?.type === 'text') last.text = `${last.text as string}${ev.text}`;
@@ -256,16 +261,16 @@ export async function handleMessages(
     return;
   }
 
-  const sse = new SseWriter(res, headers);
-  const send = (data: { type: string } & Record<string, unknown>): void => sse.send(data, data.type);
+  const sse = new SseWriter(res, headers, o.sendTimeoutMs, service.metrics);
+  const send = (data: { type: string } & Record<string, unknown>): Promise<void> => sse.send(data, data.type);
   let index = -1;
   let openText = false;
-  const closeText = (): void => {
-    if (openText) send({ type: 'content_block_stop', index });
+  const closeText = async (): Promise<void> => {
+    if (openText) await send({ type: 'content_block_stop', index });
     openText = false;
   };
   try {
-    send({
+    await send({
       type: 'message_start',
       message: {
         id,
@@ -279,33 +284,34 @@ export async function handleMessages(
         usage: { input_tokens: prepared.prompt.tokens.length, output_tokens: 0, cache_creation_input_tokens: null, cache_read_input_tokens: null },
       },
     });
-    send({ type: 'ping' });
+    await send({ type: 'ping' });
     for await (const ev of events) {
+      if (ev.type === 'started') continue;
       if (ev.type === 'text') {
         if (!openText) {
           index++;
           openText = true;
-          send({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } });
+          await send({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } });
         }
-        send({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: ev.text } });
+        await send({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: ev.text } });
       } else if (ev.type === 'toolCall') {
-        closeText();
+        await closeText();
         index++;
-        send({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: ev.call.id, name: ev.call.name, input: {} } });
-        send({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: ev.call.argumentsJson } });
-        send({ type: 'content_block_stop', index });
+        await send({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: ev.call.id, name: ev.call.name, input: {} } });
+        await send({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: ev.call.argumentsJson } });
+        await send({ type: 'content_block_stop', index });
       } else {
-        closeText();
-        send({
+        await closeText();
+        await send({
           type: 'message_delta',
           delta: { stop_reason: stopReason(ev.reason), stop_sequence: ev.reason === 'stop' ? (ev.stop ?? null) : null },
           usage: usageOf(ev.usage),
         });
-        send({ type: 'message_stop' });
+        await send({ type: 'message_stop' });
       }
     }
   } catch (e) {
-    if (!signal.aborted) sse.send(errorBody('anthropic', toHttpError(e)).body, 'error');
+    if (!signal.aborted) await sse.send(errorBody('anthropic', toHttpError(e)).body, 'error');
   } finally {
     sse.end();
   }

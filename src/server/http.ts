@@ -5,18 +5,31 @@ import { isLlamuxError } from '../errors.js';
 
 export type ApiFlavor = 'openai' | 'anthropic';
 
-export type HttpErrorKind = 'invalid_request' | 'authentication' | 'not_found' | 'too_large' | 'overloaded' | 'server' | 'context_length';
+export type HttpErrorKind =
+  | 'invalid_request'
+  | 'authentication'
+  | 'forbidden'
+  | 'not_found'
+  | 'too_large'
+  | 'unsupported_media_type'
+  | 'rate_limited'
+  | 'overloaded'
+  | 'server'
+  | 'context_length';
 
 /** An error that becomes an HTTP response in the caller's API shape. */
 export class HttpError extends Error {
   readonly status: number;
   readonly kind: HttpErrorKind;
   readonly param?: string;
+  /** Seconds a client should wait before retrying (sent as `Retry-After` on 429 and 503/529). */
+  retryAfter?: number;
   constructor(status: number, kind: HttpErrorKind, message: string, param?: string) {
     super(message);
     this.status = status;
     this.kind = kind;
     if (param !== undefined) this.param = param;
+    if (status === 429 || status === 503) this.retryAfter = 1;
   }
 }
 Object.defineProperty(HttpError.prototype, 'name', { value: 'HttpError', writable: true, configurable: true });
@@ -49,8 +62,11 @@ export function errorBody(api: ApiFlavor, err: HttpError): { status: number; bod
       invalid_request: 'invalid_request_error',
       context_length: 'invalid_request_error',
       authentication: 'authentication_error',
+      forbidden: 'permission_error',
       not_found: 'not_found_error',
       too_large: 'request_too_large',
+      unsupported_media_type: 'invalid_request_error',
+      rate_limited: 'rate_limit_error',
       overloaded: 'overloaded_error',
       server: 'api_error',
     }[err.kind];
@@ -62,8 +78,11 @@ export function errorBody(api: ApiFlavor, err: HttpError): { status: number; bod
     invalid_request: null,
     context_length: 'context_length_exceeded',
     authentication: 'invalid_api_key',
+    forbidden: 'host_not_allowed',
     not_found: 'not_found',
     too_large: 'request_too_large',
+    unsupported_media_type: 'unsupported_media_type',
+    rate_limited: 'rate_limit_exceeded',
     overloaded: 'overloaded',
     server: null,
   }[err.kind];
@@ -82,9 +101,21 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   if ('connection' in close) res.once('finish', () => res.req?.socket.destroy());
 }
 
+/** Headers an error response carries besides its body (`Retry-After`). */
+export function errorHeaders(err: HttpError): Record<string, string> {
+  return err.retryAfter !== undefined ? { 'retry-after': String(err.retryAfter) } : {};
+}
+
 export function sendError(res: ServerResponse, api: ApiFlavor, err: HttpError, headers: Record<string, string> = {}): void {
   const { status, body } = errorBody(api, err);
-  sendJson(res, status, body, headers);
+  sendJson(res, status, body, { ...errorHeaders(err), ...headers });
+}
+
+/** Whether a Content-Type header names JSON (`application/json`, any parameters). */
+export function isJsonContentType(value: string | undefined): boolean {
+  if (value === undefined) return false;
+  const type = value.split(';')[0]!.trim().toLowerCase();
+  return type === 'application/json';
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -96,6 +127,14 @@ const closeAfterResponse = new WeakSet<IncomingMessage>();
  * @throws HttpError 413 (too large), 400 (not JSON), 415 (not JSON content)
  */
 export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+  if (!isJsonContentType(req.headers['content-type'])) {
+    // A browser can send a cross-origin "simple" request (text/plain, form data) without a
+    // preflight; it can never send application/json that way.
+    req.resume();
+    closeAfterResponse.add(req);
+    const got = req.headers['content-type'];
+    throw new HttpError(415, 'unsupported_media_type', `The request body must be JSON sent with "Content-Type: application/json"${got === undefined ? ' (the request had no Content-Type)' : ` (the request had ${JSON.stringify(got.slice(0, 100))})`}`);
+  }
   const declared = Number(req.headers['content-length']);
   const tooLarge = (): HttpError => new HttpError(413, 'too_large', `The request body exceeds the limit of ${limit} bytes`);
   if (Number.isFinite(declared) && declared > limit) {
@@ -181,11 +220,21 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.outp
   throw new HttpError(400, 'invalid_request', `Invalid request body: ${describeIssues(r.error.issues, body)}`, first?.path.length ? first.path.map(String).join('.') : undefined);
 }
 
-/** Server-sent events on a response. */
+/**
+ * Server-sent events on a response, with backpressure: `send()` resolves once the socket took
+ * the bytes, so a caller that awaits it stops pulling events while the client does not read (the
+ * generation then pauses at its highWaterMark). A client that reads nothing for `stallMs` is
+ * disconnected, which aborts its request.
+ */
 export class SseWriter {
   #res: ServerResponse;
-  constructor(res: ServerResponse, headers: Record<string, string> = {}) {
+  #stallMs: number;
+  #waiting: { streamsWaiting: number } | undefined;
+  /** `waiting.streamsWaiting` counts the streams held up by their client. */
+  constructor(res: ServerResponse, headers: Record<string, string> = {}, stallMs = 60_000, waiting?: { streamsWaiting: number }) {
     this.#res = res;
+    this.#stallMs = stallMs;
+    this.#waiting = waiting;
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
@@ -199,11 +248,45 @@ export class SseWriter {
   get closed(): boolean {
     return this.#res.destroyed || this.#res.writableEnded;
   }
-  send(data: unknown, event?: string): void {
+  async send(data: unknown, event?: string): Promise<void> {
     if (this.closed) return;
-    this.#res.write(`${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+    const ok = this.#res.write(`${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+    if (ok || this.closed) return;
+    if (this.#waiting) this.#waiting.streamsWaiting++;
+    try {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(timer);
+          this.#res.off('drain', done);
+          this.#res.off('close', done);
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          this.#res.destroy(new Error(`The client read nothing for ${this.#stallMs} ms`));
+          done();
+        }, this.#stallMs);
+        this.#res.once('drain', done);
+        this.#res.once('close', done);
+      });
+    } finally {
+      if (this.#waiting) this.#waiting.streamsWaiting--;
+    }
   }
   end(): void {
     if (!this.closed) this.#res.end();
   }
+}
+
+/**
+ * Waits for the first event of a stream before anything is written, so that errors known before
+ * the first byte (bad arguments, a full queue) still get their HTTP status. Returns the stream
+ * with that event put back in front.
+ */
+export async function firstEventFirst<T>(gen: AsyncGenerator<T, void, undefined>): Promise<AsyncGenerator<T, void, undefined>> {
+  const first = await gen.next();
+  return (async function* () {
+    if (first.done) return;
+    yield first.value;
+    yield* gen;
+  })();
 }

@@ -72,6 +72,8 @@ export class ServerMetrics {
   readonly toolCalls = new Counter('llamux_tool_calls_total', 'Tool calls returned to clients.');
   readonly ttft = new Histogram('llamux_time_to_first_token_seconds', 'Time from submission to the first generated token.');
   inFlight = 0;
+  /** Streams whose client is not reading (their generation pauses at its buffer). */
+  streamsWaiting = 0;
 
   recordGeneration(r: {
     promptTokens: number;
@@ -120,6 +122,9 @@ export class ServerMetrics {
       '# HELP llamux_requests_in_flight Generations running or queued.',
       '# TYPE llamux_requests_in_flight gauge',
       `llamux_requests_in_flight ${this.inFlight}`,
+      '# HELP llamux_streams_waiting_for_client Streamed responses paused because the client does not read.',
+      '# TYPE llamux_streams_waiting_for_client gauge',
+      `llamux_streams_waiting_for_client ${this.streamsWaiting}`,
       ...tiers,
       '',
     ].join('\n');

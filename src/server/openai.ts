@@ -3,8 +3,18 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
-import { HttpError, SseWriter, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
+import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
+
+/** What the server hands each chat endpoint besides the request. */
+export interface HandlerOptions {
+  maxBodyBytes: number;
+  signal: AbortSignal;
+  /** Isolation mode: the request's tenant. */
+  tenant?: string;
+  /** A streaming client that reads nothing for this long is disconnected. */
+  sendTimeoutMs: number;
+}
 
 const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
 
@@ -151,7 +161,7 @@ export function openAIToChatMessages(messages: ChatCompletionRequest['messages']
   return out;
 }
 
-function toChatRequest(b: ChatCompletionRequest, conversation: string | undefined): ChatRequest {
+function toChatRequest(b: ChatCompletionRequest, conversation: string | undefined, tenant: string | undefined): ChatRequest {
   let toolChoice: ToolChoice = 'auto';
   if (typeof b.tool_choice === 'string') toolChoice = b.tool_choice;
   else if (b.tool_choice) toolChoice = { name: b.tool_choice.function.name };
@@ -184,6 +194,7 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
     parallelToolCalls: b.parallel_tool_calls ?? true,
     generate,
     ...(conversation !== undefined ? { conversationHeader: conversation } : {}),
+    ...(tenant !== undefined ? { tenant } : {}),
     idPrefix: 'call_',
   };
 }
@@ -209,24 +220,27 @@ export async function handleChatCompletions(
   req: IncomingMessage,
   res: ServerResponse,
   service: ChatService,
-  maxBodyBytes: number,
-  signal: AbortSignal,
+  o: HandlerOptions,
 ): Promise<void> {
-  const raw = await readJson(req, maxBodyBytes);
+  const { signal } = o;
+  const raw = await readJson(req, o.maxBodyBytes);
   checkParts(raw);
   const body = parseBody(ChatCompletionRequestSchema, raw);
-  const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']));
-  const prepared = service.prepare(chatReq);
+  const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
+  const prepared = await service.prepare(chatReq, signal);
   const headers = { 'x-llamux-conversation': prepared.conversationId };
   const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
   const created = Math.floor(Date.now() / 1000);
   const fingerprint = `llamux-${service.fingerprint.slice(0, 12)}`;
-  const events = service.run(prepared, chatReq, signal);
+  // Errors known before the first byte (bad arguments, a full queue) keep their HTTP status,
+  // streaming or not.
+  const events = await firstEventFirst(service.run(prepared, chatReq, signal));
 
   if (!body.stream) {
     let text = '';
     const calls: ServiceToolCall[] = [];
     for await (const ev of events) {
+      if (ev.type === 'started') continue;
       if (ev.type === 'text') text += ev.text;
       else if (ev.type === 'toolCall') calls.push(ev.call);
       else {
@@ -251,7 +265,7 @@ export async function handleChatCompletions(
     return;
   }
 
-  const sse = new SseWriter(res, headers);
+  const sse = new SseWriter(res, headers, o.sendTimeoutMs, service.metrics);
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
     id,
     object: 'chat.completion.chunk',
@@ -261,20 +275,21 @@ export async function handleChatCompletions(
     choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
   });
   try {
-    sse.send(chunk({ role: 'assistant', content: '', refusal: null }));
+    await sse.send(chunk({ role: 'assistant', content: '', refusal: null }));
     for await (const ev of events) {
-      if (ev.type === 'text') sse.send(chunk({ content: ev.text }));
-      else if (ev.type === 'toolCall') sse.send(chunk({ tool_calls: [{ index: ev.call.index, ...toolCallOf(ev.call) }] }));
+      if (ev.type === 'started') continue;
+      if (ev.type === 'text') await sse.send(chunk({ content: ev.text }));
+      else if (ev.type === 'toolCall') await sse.send(chunk({ tool_calls: [{ index: ev.call.index, ...toolCallOf(ev.call) }] }));
       else {
-        sse.send(chunk({}, finishReason(ev.reason)));
+        await sse.send(chunk({}, finishReason(ev.reason)));
         if (body.stream_options?.include_usage) {
-          sse.send({ id, object: 'chat.completion.chunk', created, model: body.model, system_fingerprint: fingerprint, choices: [], usage: usageOf(ev.usage) });
+          await sse.send({ id, object: 'chat.completion.chunk', created, model: body.model, system_fingerprint: fingerprint, choices: [], usage: usageOf(ev.usage) });
         }
       }
     }
-    sse.send('[DONE]');
+    await sse.send('[DONE]');
   } catch (e) {
-    if (!signal.aborted) sse.send(errorBody('openai', toHttpError(e)).body);
+    if (!signal.aborted) await sse.send(errorBody('openai', toHttpError(e)).body);
   } finally {
     sse.end();
   }

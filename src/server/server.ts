@@ -4,16 +4,18 @@ import { createServer as createHttpServer, type IncomingMessage, type ServerResp
 import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
 import { z } from 'zod';
+import { markerTexts } from '../chat/prompt.js';
 import { ChatTemplate } from '../chat/template.js';
 import type { Context } from '../context.js';
 import { MarkerOptionSchema, type MarkerOption } from '../markers.js';
 import { Model, loadModel } from '../model.js';
 import { parseOptions } from '../options.js';
-import { handleChatCompletions } from './openai.js';
+import { handleChatCompletions, type HandlerOptions } from './openai.js';
 import { handleCountTokens, handleMessages } from './anthropic.js';
 import { HttpError, sendError, sendJson, toHttpError, type ApiFlavor } from './http.js';
 import { ServerMetrics } from './metrics.js';
-import { ChatService } from './service.js';
+import { PromptPool } from './prompt-pool.js';
+import { ChatService, type ServerLog } from './service.js';
 import { ToolCallStore, type ToolCallStoreLimits } from './store.js';
 
 export interface ServerOptions {
@@ -33,8 +35,43 @@ export interface ServerOptions {
   threads?: number;
   /** Tool-call markers: 'auto' (default), a preset, explicit markers, or false. */
   markers?: MarkerOption;
-  /** When set, every request but /health needs `Authorization: Bearer KEY` or `x-api-key: KEY`. */
-  apiKey?: string;
+  /**
+   * When set, every request but /health needs `Authorization: Bearer KEY` or `x-api-key: KEY`.
+   * Several keys: any of them (with `isolateTenants`, each key is a tenant).
+   */
+  apiKey?: string | string[];
+  /**
+   * Host header values accepted besides the loopback names (`localhost`, `127.0.0.1`, `[::1]`,
+   * with or without the port) and the listen address; `'*'` accepts any (no DNS-rebinding check).
+   */
+  allowedHosts?: string[];
+  /**
+   * Tenants (API keys when there are several, else the `x-llamux-tenant` header) never share
+   * conversations, tool-call replay or cache numbers.
+   */
+  isolateTenants?: boolean;
+  /** Time to receive a request's headers (default 10 000 ms). */
+  headersTimeoutMs?: number;
+  /** Time to receive a whole request, body included (default 60 000 ms). */
+  requestTimeoutMs?: number;
+  /** Idle keep-alive connections close after this (default 5 000 ms). */
+  keepAliveTimeoutMs?: number;
+  /** Open connections at most; more are closed at once (default 512). */
+  maxConnections?: number;
+  /** A streaming client that reads nothing for this long is disconnected (default 60 000 ms). */
+  sendTimeoutMs?: number;
+  /** Requests waiting for a sequence before new ones get 503 (default 1024). */
+  maxQueued?: number;
+  /** Idle conversations release their sequence after this (default 600 000 ms). */
+  sessionTtlMs?: number;
+  /** Largest total of message and tool text (UTF-8 bytes) one request may carry (default 1 MiB). */
+  maxPromptBytes?: number;
+  /** Rendering and tokenizing one request longer than this is stopped with 413 (default 10 000 ms). */
+  tokenizeTimeoutMs?: number;
+  /** Worker threads that render and tokenize prompts (default 2). */
+  tokenizeWorkers?: number;
+  /** The server's own log (abort and store warnings); default: stderr. */
+  log?: ServerLog;
   /** RAM tier of saved sequence states in MiB (the engine's default when absent; 0 disables it). */
   cacheRamMb?: number;
   /** Disk tier folder of saved sequence states (survives restarts); off when absent. */
@@ -63,7 +100,20 @@ const ServerOptionsSchema = z
     parallel: z.number().int().min(1).max(256).default(4),
     threads: z.number().int().positive().optional(),
     markers: MarkerOptionSchema.default('auto'),
-    apiKey: z.string().min(1).optional(),
+    apiKey: z.union([z.string().min(1, 'an API key must not be empty'), z.array(z.string().min(1, 'an API key must not be empty')).min(1)]).optional(),
+    allowedHosts: z.array(z.string().min(1)).default([]),
+    isolateTenants: z.boolean().default(false),
+    headersTimeoutMs: z.number().int().positive().default(10_000),
+    requestTimeoutMs: z.number().int().positive().default(60_000),
+    keepAliveTimeoutMs: z.number().int().positive().default(5_000),
+    maxConnections: z.number().int().positive().default(512),
+    sendTimeoutMs: z.number().int().positive().default(60_000),
+    maxQueued: z.number().int().min(0).optional(),
+    sessionTtlMs: z.number().int().positive().optional(),
+    maxPromptBytes: z.number().int().positive().default(1024 * 1024),
+    tokenizeTimeoutMs: z.number().int().positive().default(10_000),
+    tokenizeWorkers: z.number().int().min(1).max(64).default(2),
+    log: z.custom<ServerLog>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
     cacheRamMb: z.number().int().min(0).optional(),
     cacheDir: z.string().min(1).optional(),
     storePath: z.string().min(1).optional(),
@@ -96,14 +146,38 @@ function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
 }
 
-function authorized(req: IncomingMessage, keyDigest: Buffer): boolean {
+/** The index of the key the request carries, or -1. */
+function matchKey(req: IncomingMessage, keyDigests: readonly Buffer[]): number {
   const auth = req.headers.authorization;
   const bearer = typeof auth === 'string' && /^bearer\s+/i.test(auth) ? auth.replace(/^bearer\s+/i, '').trim() : undefined;
   const xKey = typeof req.headers['x-api-key'] === 'string' ? req.headers['x-api-key'] : undefined;
+  let found = -1;
   for (const candidate of [bearer, xKey]) {
-    if (candidate !== undefined && timingSafeEqual(digest(candidate), keyDigest)) return true;
+    if (candidate === undefined) continue;
+    const d = digest(candidate);
+    // Compare with every key, so the time taken does not say which one matched.
+    keyDigests.forEach((k, i) => {
+      if (timingSafeEqual(d, k) && found < 0) found = i;
+    });
   }
-  return false;
+  return found;
+}
+
+const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]'];
+const TENANT_RE = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** Host header values the server accepts (lower case), or undefined for any. */
+function hostAllowList(allowed: readonly string[], listenHost: string, port: number): Set<string> | undefined {
+  if (allowed.includes('*')) return undefined;
+  const names = new Set<string>();
+  const listen = listenHost.includes(':') && !listenHost.startsWith('[') ? `[${listenHost}]` : listenHost;
+  const wildcard = listen === '0.0.0.0' || listen === '[::]';
+  for (const n of [...LOOPBACK_NAMES, ...(wildcard ? [] : [listen]), ...allowed]) {
+    const name = n.toLowerCase();
+    names.add(name);
+    if (!/:\d+$/.test(name)) names.add(`${name}:${port}`);
+  }
+  return names;
 }
 
 /**
@@ -124,11 +198,14 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
   const model = o.model ?? (await loadModel(o.modelPath!, o.onProgress ? { onProgress: o.onProgress } : {}));
   let context: Context | undefined;
   let store: ToolCallStore | undefined;
+  let prompts: PromptPool | undefined;
   try {
     context = await model.createContext({
       contextSize: o.ctx,
       sequences: o.parallel,
       toolCallMarkers: o.markers,
+      ...(o.maxQueued !== undefined ? { maxQueued: o.maxQueued } : {}),
+      ...(o.sessionTtlMs !== undefined ? { sessionTtlMs: o.sessionTtlMs } : {}),
       ...(o.threads !== undefined ? { threads: o.threads, batchThreads: o.threads } : {}),
       ...(o.cacheRamMb !== undefined ? { cacheRamMb: o.cacheRamMb } : {}),
       ...(o.cacheDir !== undefined ? { cacheDir: o.cacheDir } : {}),
@@ -136,10 +213,27 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     store = new ToolCallStore(o.storePath ?? ':memory:', o.storeLimits ?? {});
     const template = ChatTemplate.fromModel(model, o.chatTemplate);
     const metrics = new ServerMetrics();
-    const service = new ChatService({ model, context, template, store, metrics });
+    const log: ServerLog = o.log ?? ((level, message) => process.stderr.write(`llamux ${level}: ${message}\n`));
+    const markerText = markerTexts(context);
+    prompts = new PromptPool({
+      modelPath: model.path,
+      templateSource: template.source,
+      bosToken: template.bosToken,
+      eosToken: template.eosToken,
+      ...(markerText ? { markers: markerText } : {}),
+      size: o.tokenizeWorkers,
+      timeoutMs: o.tokenizeTimeoutMs,
+    });
+    await prompts.start();
+    const service = new ChatService({ model, context, template, store, metrics, prompts, maxPromptBytes: o.maxPromptBytes, isolateTenants: o.isolateTenants, log });
     const name = o.modelName ?? model.metadata.name ?? basename(model.path).replace(/\.gguf$/i, '');
-    const keyDigest = o.apiKey !== undefined ? digest(o.apiKey) : undefined;
+    const keys = o.apiKey === undefined ? [] : Array.isArray(o.apiKey) ? o.apiKey : [o.apiKey];
+    const keyDigests = keys.map(digest);
+    // A tenant named by a key is a digest of it: stable across restarts (the store keeps it), never the key itself.
+    const keyTenants = keys.map((k) => `key-${createHash('sha256').update(`llamux-tenant:${k}`).digest('hex').slice(0, 16)}`);
+    let allowedHosts: Set<string> | undefined;
     const controllers = new Set<AbortController>();
+    let closingServer = false;
     const started = Math.floor(Date.now() / 1000);
 
     const modelEntry = (anthropic: boolean) =>
@@ -156,12 +250,19 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         : path.startsWith('/v1/models/')
           ? '/v1/models/{id}'
           : 'other';
-      res.on('finish', () => metrics.requests.inc({ endpoint, status: String(res.statusCode) }));
+      // Counted once the response is done or the connection is gone: 499 when the client left first.
+      res.once('close', () => metrics.requests.inc({ endpoint, status: res.writableFinished ? String(res.statusCode) : '499' }));
       const method = req.method ?? 'GET';
       const allow = (m: string): void => {
         if (method !== m) throw new HttpError(405, 'invalid_request', `${path} accepts ${m} requests only`);
       };
       try {
+        // DNS rebinding: a web page whose name now resolves to this machine sends its own name.
+        const host = (req.headers.host ?? '').toLowerCase();
+        if (allowedHosts && !allowedHosts.has(host)) {
+          req.resume();
+          throw new HttpError(403, 'forbidden', `The Host header ${JSON.stringify(host.slice(0, 100))} is not allowed; start the server with --allowed-host ${host.replace(/:\d+$/, '') || 'NAME'} to accept it`);
+        }
         if (path === '/health') {
           allow('GET');
           const c = context!.cacheStats();
@@ -176,9 +277,23 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           });
           return;
         }
-        if (keyDigest && !authorized(req, keyDigest)) {
+        const keyIndex = keyDigests.length ? matchKey(req, keyDigests) : -1;
+        if (keyDigests.length && keyIndex < 0) {
           req.resume();
           throw new HttpError(401, 'authentication', 'Invalid or missing API key: send it as "Authorization: Bearer KEY" or "x-api-key: KEY"');
+        }
+        let tenant: string | undefined;
+        if (o.isolateTenants) {
+          if (keys.length > 1) tenant = keyTenants[keyIndex];
+          else {
+            const h = req.headers['x-llamux-tenant'];
+            const v = Array.isArray(h) ? h[0] : h;
+            if (v === undefined || !TENANT_RE.test(v)) {
+              req.resume();
+              throw new HttpError(400, 'invalid_request', 'This server isolates tenants: send an x-llamux-tenant header of 1 to 64 characters of A-Z, a-z, 0-9, ".", "_", ":" or "-"');
+            }
+            tenant = `hdr-${v}`;
+          }
         }
         if (path === '/metrics') {
           allow('GET');
@@ -208,19 +323,23 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         const chat = path === '/v1/chat/completions' || path === '/v1/messages' || path === '/v1/messages/count_tokens';
         if (!chat) throw new HttpError(404, 'not_found', `There is no endpoint ${method} ${path}`);
         allow('POST');
-        if (path === '/v1/messages/count_tokens') {
-          await handleCountTokens(req, res, service, o.maxBodyBytes);
-          return;
-        }
         const ac = new AbortController();
         controllers.add(ac);
         res.on('close', () => {
-          if (!res.writableFinished) ac.abort(new Error('The client closed the connection'));
+          if (!res.writableFinished) {
+            // One line per abort, whichever layer noticed it first.
+            if (!closingServer) log('info', `${method} ${path}: the client closed the connection before the response ended; its generation was cancelled`);
+            ac.abort(new Error('The client closed the connection'));
+          }
           controllers.delete(ac);
         });
-        if (path === '/v1/chat/completions') await handleChatCompletions(req, res, service, o.maxBodyBytes, ac.signal);
-        else await handleMessages(req, res, service, o.maxBodyBytes, ac.signal);
+        const ho: HandlerOptions = { maxBodyBytes: o.maxBodyBytes, signal: ac.signal, sendTimeoutMs: o.sendTimeoutMs, ...(tenant !== undefined ? { tenant } : {}) };
+        if (path === '/v1/messages/count_tokens') await handleCountTokens(req, res, service, ho);
+        else if (path === '/v1/chat/completions') await handleChatCompletions(req, res, service, ho);
+        else await handleMessages(req, res, service, ho);
       } catch (e) {
+        // The client is gone: the close handler logged it once; nothing more to say or send.
+        if (res.destroyed || (res.writableEnded && !res.writableFinished)) return;
         const err = toHttpError(e);
         const headers: Record<string, string> = err.status === 413 ? { connection: 'close' } : {};
         if (!res.headersSent) sendError(res, api, err, headers);
@@ -228,9 +347,19 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       }
     };
 
-    const http = createHttpServer((req, res) => {
-      void handle(req, res);
-    });
+    const http = createHttpServer(
+      {
+        headersTimeout: o.headersTimeoutMs,
+        requestTimeout: Math.max(o.requestTimeoutMs, o.headersTimeoutMs),
+        keepAliveTimeout: o.keepAliveTimeoutMs,
+        // How often Node checks the two timeouts above (its default, 30 s, would stretch them).
+        connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(Math.min(o.headersTimeoutMs, o.requestTimeoutMs) / 4))),
+      },
+      (req, res) => {
+        void handle(req, res);
+      },
+    );
+    http.maxConnections = o.maxConnections;
     await new Promise<void>((resolve, reject) => {
       http.once('error', reject);
       http.listen(o.port, o.host, () => {
@@ -239,10 +368,26 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       });
     });
     const addr = http.address() as AddressInfo;
+    allowedHosts = hostAllowList(o.allowedHosts, o.host, addr.port);
+    // The engine ends idle sessions only while it handles a command; an idle server gets one
+    // (ending a session id no client can use) often enough that sessionTtlMs holds.
+    const ttl = o.sessionTtlMs ?? 600_000;
+    let expiryPending = false;
+    const ctxForExpiry = context;
+    const expiry = setInterval(() => {
+      if (expiryPending || ctxForExpiry.disposed) return;
+      expiryPending = true;
+      ctxForExpiry.endSession('#llamux-expiry-tick').then(
+        () => (expiryPending = false),
+        () => (expiryPending = false),
+      );
+    }, Math.max(1000, Math.min(30_000, Math.floor(ttl / 4))));
+    expiry.unref();
     const hostForUrl = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
     let closing: Promise<void> | undefined;
     const ctx = context;
     const st = store;
+    const pool = prompts;
     return {
       url: `http://${hostForUrl}:${addr.port}`,
       host: addr.address,
@@ -253,11 +398,14 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       store: st,
       close(): Promise<void> {
         closing ??= (async () => {
+          clearInterval(expiry);
+          closingServer = true;
           const done = new Promise<void>((resolve) => http.close(() => resolve()));
           for (const ac of controllers) ac.abort(new Error('The server is closing'));
           http.closeIdleConnections();
           setTimeout(() => http.closeAllConnections(), 1000).unref();
           await done;
+          await pool.close();
           await ctx.dispose();
           st.close();
           if (owned) await model.dispose();
@@ -266,6 +414,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       },
     };
   } catch (e) {
+    await prompts?.close();
     await context?.dispose();
     store?.close();
     if (owned) await model.dispose();

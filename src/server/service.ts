@@ -1,7 +1,7 @@
 // The provider-neutral core of the chat endpoints: conversation ids, prompt building with exact
 // replay, generation, tool-call ids and the store.
 import { randomBytes } from 'node:crypto';
-import { buildChatPrompt, markerTexts, type ChatPrompt, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
+import { markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
 import type { ChatTemplate } from '../chat/template.js';
 import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan } from '../chat/tool-calls.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
@@ -11,7 +11,11 @@ import type { Model } from '../model.js';
 import type { GenerateOptions } from '../options.js';
 import { HttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
-import type { ToolCallStore } from './store.js';
+import type { BuiltPrompt, PromptPool } from './prompt-pool.js';
+import type { StoredToolCall, ToolCallStore } from './store.js';
+
+/** Where the server's own log lines go. */
+export type ServerLog = (level: 'info' | 'warn' | 'error', message: string) => void;
 
 export type ToolChoice = 'auto' | 'none' | 'required' | { name: string };
 
@@ -25,6 +29,8 @@ export interface ChatRequest {
   generate: Omit<GenerateOptions, 'prompt' | 'signal' | 'tokens' | 'toolCalls' | 'sessionId' | 'waitForSession' | 'parentKey'>;
   /** The client's `x-llamux-conversation` header, when valid. */
   conversationHeader?: string;
+  /** The tenant (isolation mode): conversations, sessions, replay and cache numbers stay inside it. */
+  tenant?: string;
   /** Prefix of minted tool-call ids ('call_' or 'toolu_'). */
   idPrefix: string;
 }
@@ -47,14 +53,23 @@ export interface ServiceToolCall {
 }
 
 export type ServiceEvent =
+  /** The engine produced its first event: the request was admitted and prefilled. */
+  | { type: 'started' }
   | { type: 'text'; text: string }
   | { type: 'toolCall'; call: ServiceToolCall }
   | { type: 'final'; reason: FinishReason | 'tool_calls'; stop?: string; usage: Usage };
 
 export interface Prepared {
+  /** The conversation id the client sees (`x-llamux-conversation`). */
   conversationId: string;
-  prompt: ChatPrompt;
+  /** The engine session: the conversation id, prefixed with the tenant in isolation mode. */
+  sessionId: string;
+  prompt: BuiltPrompt;
 }
+
+/** Longest stored span (tokens) and text (bytes) that is ever spliced into a prompt. */
+export const MAX_SPAN_TOKENS = 16_384;
+export const MAX_SPAN_BYTES = 1024 * 1024;
 
 const CONVERSATION_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -74,6 +89,23 @@ export interface ChatServiceOptions {
   template: ChatTemplate;
   store: ToolCallStore;
   metrics: ServerMetrics;
+  prompts: PromptPool;
+  /** Largest total of message and tool-definition text (UTF-8 bytes) a request may have. */
+  maxPromptBytes: number;
+  /** Isolation mode: cache numbers count only KV the request's own session computed. */
+  isolateTenants?: boolean;
+  log?: ServerLog;
+}
+
+function utf8Length(s: string): number {
+  return Buffer.byteLength(s);
+}
+
+function commonPrefix(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
 }
 
 export class ChatService {
@@ -84,6 +116,16 @@ export class ChatService {
   readonly metrics: ServerMetrics;
   readonly markers: MarkerTexts | undefined;
   readonly fingerprint: string;
+  /** The longest text (UTF-8 bytes) one token of the vocabulary stands for. */
+  readonly maxTokenBytes: number;
+  readonly #prompts: PromptPool;
+  readonly #maxPromptBytes: number;
+  readonly #isolate: boolean;
+  readonly #log: ServerLog;
+  /** Ids of stored spans already reported as invalid (each is logged once). */
+  readonly #reportedInvalid = new Set<string>();
+  /** Isolation mode: the tokens each session's KV holds, as far as this server produced them. */
+  readonly #sessionTokens = new Map<string, Int32Array>();
 
   constructor(o: ChatServiceOptions) {
     this.model = o.model;
@@ -93,67 +135,161 @@ export class ChatService {
     this.metrics = o.metrics;
     this.markers = markerTexts(o.context);
     this.fingerprint = o.model.metadata.fingerprint;
+    this.#prompts = o.prompts;
+    this.#maxPromptBytes = o.maxPromptBytes;
+    this.#isolate = o.isolateTenants ?? false;
+    this.#log = o.log ?? (() => {});
+    let longest = 1;
+    for (let id = 0; id < o.model.vocab.size; id++) longest = Math.max(longest, o.model.tokenPiece(id, { special: true }).length);
+    this.maxTokenBytes = longest;
+  }
+
+  #scope(tenant: string | undefined): string {
+    return tenant !== undefined ? `${tenant}/` : '';
+  }
+
+  /** Whether a stored call belongs to the tenant (no tenant: calls stored outside isolation mode). */
+  #sameTenant(s: StoredToolCall, tenant: string | undefined): boolean {
+    return tenant !== undefined ? s.conversation.startsWith(this.#scope(tenant)) : !s.conversation.includes('/');
   }
 
   /**
-   * The conversation a request belongs to: the one its known tool calls were generated in, else
-   * the client's header, else a new random id. Never derived from a hash of the content.
+   * The conversation a request belongs to: the client's header, else the one its newest known
+   * tool call was generated in (of the same tenant), else a new random id. The header wins: a
+   * request quoting another conversation's tool-call id is still routed by its own header.
+   * Never derived from a hash of the content.
    */
-  resolveConversation(messages: readonly ChatMessage[], header: string | undefined): string {
+  resolveConversation(messages: readonly ChatMessage[], header: string | undefined, tenant?: string): string {
+    if (header !== undefined) return header;
+    const scope = this.#scope(tenant);
     for (let i = messages.length - 1; i >= 0; i--) {
       const m = messages[i]!;
       if (m.role !== 'assistant' || !m.toolCalls) continue;
       for (let j = m.toolCalls.length - 1; j >= 0; j--) {
         const s = this.store.get(m.toolCalls[j]!.id);
-        if (s && s.model === this.fingerprint) return s.conversation;
+        if (s && s.model === this.fingerprint && this.#sameTenant(s, tenant)) return s.conversation.slice(scope.length);
       }
     }
-    return header ?? `conv_${Date.now().toString(36)}${randomBytes(8).toString('hex')}`;
+    return `conv_${Date.now().toString(36)}${randomBytes(8).toString('hex')}`;
   }
 
-  /** The stored span of a historical call, when its id is known and its name and arguments are unchanged. */
-  #replay(call: ChatToolCall): ReplaySpan | undefined {
+  /** Why a stored span must not be spliced into a prompt, or undefined when it may. */
+  #invalidSpan(s: StoredToolCall): string | undefined {
+    const n = this.model.vocab.size;
+    const check = (what: string, text: string, tokens: Int32Array, expected: string): string | undefined => {
+      if (tokens.length === 0 || tokens.length > MAX_SPAN_TOKENS) return `${what} has ${tokens.length} tokens (1 to ${MAX_SPAN_TOKENS} allowed)`;
+      if (utf8Length(text) > MAX_SPAN_BYTES) return `${what} text is over ${MAX_SPAN_BYTES} bytes`;
+      for (let i = 0; i < tokens.length; i++) {
+        const t = tokens[i]!;
+        if (!(t >= 0 && t < n)) return `${what} token ${i} is ${t}, outside the vocabulary (${n} tokens)`;
+      }
+      if (this.model.detokenize(tokens, { special: true }) !== expected) return `${what} tokens do not detokenize to the stored text`;
+      return undefined;
+    };
+    const m = this.markers;
+    if (!m) return 'the server has no tool-call markers';
+    const span = check('the span', s.spanText, s.spanTokens, `${m.start}${s.spanText}${m.end}`);
+    if (span) return span;
+    if (s.preludeText !== undefined && s.preludeTokens) return check('the prelude', s.preludeText, s.preludeTokens, s.preludeText);
+    return undefined;
+  }
+
+  /** The stored span of a historical call, when its id is known, its name and arguments are unchanged and it passes validation. */
+  #replay(call: ChatToolCall, tenant: string | undefined): ReplaySpan | undefined {
     const s = this.store.get(call.id);
     if (!s || s.model !== this.fingerprint || s.callsInSpan !== 1 || s.arguments === '') return undefined;
+    if (!this.#sameTenant(s, tenant)) return undefined;
     if (s.name !== call.name) return undefined;
     const args = argumentsObject(call.arguments);
     if (!args || canonicalJson(args) !== s.arguments) return undefined;
+    const invalid = this.#invalidSpan(s);
+    if (invalid !== undefined) {
+      if (!this.#reportedInvalid.has(s.id)) {
+        if (this.#reportedInvalid.size >= 10_000) this.#reportedInvalid.clear();
+        this.#reportedInvalid.add(s.id);
+        this.metrics.replay.inc({ outcome: 'invalid' });
+        this.#log('warn', `The stored tool call ${JSON.stringify(s.id.slice(0, 64))} is not replayed (${invalid}); it is rendered through the template instead`);
+      }
+      return undefined;
+    }
     const out: ReplaySpan = { text: s.spanText, tokens: s.spanTokens };
     if (s.preludeText !== undefined && s.preludeTokens) out.prelude = { text: s.preludeText, tokens: s.preludeTokens };
     return out;
   }
 
-  /** Renders and tokenizes the request. @throws HttpError 400 (template refused it, or it does not fit the context) */
-  prepare(req: ChatRequest): Prepared {
+  /**
+   * Renders and tokenizes the request (in a prompt worker, off the event loop).
+   * @throws HttpError 400 (template refused it, or it does not fit the context), 413 (too much
+   *   text, or tokenizing ran past the time cap)
+   */
+  async prepare(req: ChatRequest, signal?: AbortSignal): Promise<Prepared> {
     const limit = this.context.settings.sequenceContextSize;
-    // Cheap lower bounds first, so an oversized conversation is refused before it is rendered
-    // and tokenized on the event loop: every message renders at least one token, and no
-    // token carries more than a few hundred bytes of text.
-    let contentBytes = 0;
-    for (const m of req.messages) contentBytes += typeof m.content === 'string' ? m.content.length : JSON.stringify(m.content ?? '').length;
-    const atLeast = Math.max(req.messages.length, Math.floor(contentBytes / 256));
-    if (atLeast >= limit) {
-      throw new HttpError(400, 'context_length', `The conversation needs at least ${atLeast} tokens but a sequence of this server's context holds ${limit}; shorten the conversation or start the server with a larger --ctx`);
+    // Byte bounds first, checked before any rendering or tokenizing: no token stands for more
+    // than maxTokenBytes bytes, so text longer than the sequence times that cannot fit.
+    let textBytes = 0;
+    for (const m of req.messages) {
+      textBytes += typeof m.content === 'string' ? utf8Length(m.content) : 0;
+      if (m.role === 'assistant') {
+        if (m.reasoningContent !== undefined) textBytes += utf8Length(m.reasoningContent);
+        for (const c of m.toolCalls ?? []) textBytes += utf8Length(c.name) + utf8Length(typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments));
+      }
     }
-    const conversationId = this.resolveConversation(req.messages, req.conversationHeader);
-    const prompt = buildChatPrompt(this.model, req.messages, {
-      template: this.template,
-      tools: req.tools,
-      ...(this.markers ? { markers: this.markers } : {}),
-      replay: (call) => this.#replay(call),
-    });
+    try {
+      for (const t of req.tools) textBytes += utf8Length(JSON.stringify(t));
+    } catch {
+      throw new HttpError(400, 'invalid_request', 'A tool definition is nested too deeply', 'tools');
+    }
+    const atLeast = Math.max(req.messages.length, Math.ceil(textBytes / this.maxTokenBytes));
+    if (atLeast >= limit) {
+      throw new HttpError(400, 'context_length', `The conversation needs at least ${atLeast} tokens (${textBytes} bytes of text, at most ${this.maxTokenBytes} bytes per token) but a sequence of this server's context holds ${limit}; shorten the conversation or start the server with a larger --ctx`);
+    }
+    if (textBytes > this.#maxPromptBytes) {
+      throw new HttpError(413, 'too_large', `The messages and tools hold ${textBytes} bytes of text, over this server's limit of ${this.#maxPromptBytes} (--max-prompt-bytes)`);
+    }
+    const conversationId = this.resolveConversation(req.messages, req.conversationHeader, req.tenant);
+    const replay: Record<string, ReplaySpan> = {};
+    if (this.markers) {
+      for (const m of req.messages) {
+        if (m.role !== 'assistant') continue;
+        for (const c of m.toolCalls ?? []) {
+          const span = this.#replay(c, req.tenant);
+          if (span) replay[c.id] = span;
+        }
+      }
+    }
+    const prompt = await this.#prompts.build(req.messages, req.tools, replay, signal);
     if (prompt.replayed.length) this.metrics.replay.inc({ outcome: 'replayed' }, prompt.replayed.length);
     if (prompt.unknown.length) this.metrics.replay.inc({ outcome: 'unknown' }, prompt.unknown.length);
     if (prompt.unlocated.length) this.metrics.replay.inc({ outcome: 'unlocated' }, prompt.unlocated.length);
     if (prompt.tokens.length >= limit) {
       throw new HttpError(400, 'context_length', `The prompt is ${prompt.tokens.length} tokens but a sequence of this server's context holds ${limit}; shorten the conversation or start the server with a larger --ctx`);
     }
-    return { conversationId, prompt };
+    return { conversationId, sessionId: `${this.#scope(req.tenant)}${conversationId}`, prompt };
+  }
+
+  /** Isolation mode: the reused count, limited to what the request's own session computed. */
+  #ownReuse(p: Prepared, reused: number): number {
+    if (!this.#isolate) return reused;
+    const held = this.#sessionTokens.get(p.sessionId);
+    return Math.min(reused, held ? commonPrefix(held, p.prompt.tokens) : 0);
+  }
+
+  #remember(p: Prepared, generated: number[]): void {
+    if (!this.#isolate) return;
+    const all = new Int32Array(p.prompt.tokens.length + generated.length);
+    all.set(p.prompt.tokens, 0);
+    all.set(generated, p.prompt.tokens.length);
+    this.#sessionTokens.delete(p.sessionId);
+    this.#sessionTokens.set(p.sessionId, all);
+    if (this.#sessionTokens.size > 4096) this.#sessionTokens.delete(this.#sessionTokens.keys().next().value as string);
   }
 
   /** Generates, yielding text, complete tool calls (stored under fresh ids) and a final event. */
   async *run(p: Prepared, req: ChatRequest, signal: AbortSignal): AsyncGenerator<ServiceEvent, void, undefined> {
-    const detect = req.toolChoice !== 'none' && this.markers !== undefined;
+    // No declared tools, no tool calls: a span the model writes anyway comes back as text.
+    const declared = new Set(req.tools.map((t) => t.name));
+    const detect = req.toolChoice !== 'none' && this.markers !== undefined && declared.size > 0;
+    const generated: number[] = [];
     this.metrics.inFlight++;
     try {
       const gen = this.context.generate({
@@ -164,17 +300,23 @@ export class ChatService {
         signal,
         // The conversation's sequence stays pinned to it: a prompt extending the last one
         // prefills only the new tokens. Requests of one conversation run one at a time.
-        sessionId: p.conversationId,
+        sessionId: p.sessionId,
         waitForSession: true,
       });
       let prelude = { text: [] as string[], tokens: [] as number[] };
       const preludes = new Map<number, { text: string; tokens: number[] }>();
       let emitted = 0;
+      let started = false;
       for await (const ev of gen) {
+        if (!started) {
+          started = true;
+          yield { type: 'started' };
+        }
         switch (ev.type) {
           case 'text':
             prelude.text.push(ev.text);
             if (ev.tokens) for (const t of ev.tokens) prelude.tokens.push(t);
+            if (ev.tokens && this.#isolate) for (const t of ev.tokens) generated.push(t);
             if (ev.text.length > 0) yield { type: 'text', text: ev.text };
             break;
           case 'toolCallStart':
@@ -182,9 +324,11 @@ export class ChatService {
             prelude = { text: [], tokens: [] };
             break;
           case 'toolCallEnd': {
+            if (this.#isolate) for (const t of ev.tokens) generated.push(t);
             const parsed = parseToolCallSpan(ev.text);
-            if (parsed.some((c) => c.invalidArguments !== undefined || c.name === '')) {
-              // Not a call a client could run: hand the model's raw bytes back as text.
+            if (parsed.some((c) => c.invalidArguments !== undefined || c.name === '' || !declared.has(c.name))) {
+              // Not a call a client could run (malformed, or a tool the request did not
+              // declare): hand the model's raw bytes back as text.
               const raw = `${this.markers?.start ?? ''}${ev.text}${this.markers?.end ?? ''}`;
               yield { type: 'text', text: raw };
               break;
@@ -197,7 +341,7 @@ export class ChatService {
               this.store.put({
                 id,
                 model: this.fingerprint,
-                conversation: p.conversationId,
+                conversation: p.sessionId,
                 name: c.name,
                 arguments: args,
                 spanText: ev.text,
@@ -221,7 +365,9 @@ export class ChatService {
               cacheOutcome: ev.cache.outcome,
               ...(ev.cache.tier ? { cacheTier: ev.cache.tier } : {}),
             });
-            const usage: Usage = { promptTokens: ev.promptTokens, completionTokens: ev.generatedTokens, cachedTokens: ev.reusedTokens };
+            const cachedTokens = this.#ownReuse(p, ev.reusedTokens);
+            this.#remember(p, generated);
+            const usage: Usage = { promptTokens: ev.promptTokens, completionTokens: ev.generatedTokens, cachedTokens };
             const reason = emitted > 0 && ev.finishReason !== 'length' ? 'tool_calls' : ev.finishReason;
             yield ev.stop !== undefined ? { type: 'final', reason, stop: ev.stop, usage } : { type: 'final', reason, usage };
             break;

@@ -66,6 +66,10 @@ describe('llamux CLI', () => {
     expect(badFlag.code).toBe(2);
     expect(badFlag.stderr).toMatch(/--port expects an integer ≥ 0, got "abc"/);
     expect(noModel.stderr).toMatch(/serve needs --model PATH/);
+    // An empty key would leave the server open without saying so (#15).
+    const emptyKey = await cli(['serve', '--model', 'x', '--api-key', '']);
+    expect(emptyKey.code).toBe(2);
+    expect(emptyKey.stderr).toMatch(/--api-key must not be empty/);
   });
 
   it('prints the version', async () => {

@@ -473,12 +473,12 @@ describe('server abuse', () => {
   it('answers malformed HTTP (garbage request line, oversized or broken headers, bad lengths) with 4xx', async () => {
     const cases: Array<[string, string]> = [
       ['GARBAGE\r\n\r\n', '400'],
-      ['GET / HTTP/9.9\r\nHost: x\r\n\r\n', '4'],
-      [`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, '431'],
-      [`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Length: abc\r\n\r\n{}`, '400'],
-      [`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n{}`, '400'],
-      [`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`, '400'],
-      [`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`, '4'],
+      ['GET / HTTP/9.9\r\nHost: localhost\r\n\r\n', '4'],
+      [`GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, '431'],
+      [`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${KEY}\r\nContent-Length: abc\r\n\r\n{}`, '400'],
+      [`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${KEY}\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n{}`, '400'],
+      [`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${KEY}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`, '400'],
+      [`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${KEY}\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`, '4'],
     ];
     for (const [head, status] of cases) {
       const r = await rawExchange(server.url, head);

@@ -114,7 +114,7 @@ describe('request validation, API keys and limits', () => {
         c.close();
       },
     });
-    const res = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: chunks, duplex: 'half', headers: { authorization: `Bearer ${KEY}` } } as RequestInit);
+    const res = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: chunks, duplex: 'half', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' } } as RequestInit);
     expect(res.status).toBe(413);
     // The server still serves after that.
     expect((await fetch(`${server.url}/health`)).status).toBe(200);

@@ -1,0 +1,66 @@
+// The inside of a prompt worker (see prompt-pool.ts): loads the model's vocabulary only, and
+// renders and tokenizes chat prompts off the server's event loop.
+import { parentPort, workerData } from 'node:worker_threads';
+import { buildChatPrompt, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
+import { ChatTemplate } from '../chat/template.js';
+import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
+import { isLlamuxError } from '../errors.js';
+import { loadModel } from '../model.js';
+
+/** What the pool hands a new worker. */
+export interface PromptWorkerData {
+  modelPath: string;
+  templateSource: string;
+  bosToken: string;
+  eosToken: string;
+  markers?: MarkerTexts;
+}
+
+export interface PromptJobMessage {
+  id: number;
+  messages: ChatMessage[];
+  tools: ChatToolDefinition[];
+  /** Stored spans by tool-call id. */
+  replay: Record<string, ReplaySpan>;
+}
+
+export type PromptWorkerReply =
+  | { type: 'ready' }
+  | { type: 'fatal'; message: string }
+  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; splicedTokens: number }
+  | { type: 'error'; id: number; code: string; message: string };
+
+async function main(): Promise<void> {
+  const port = parentPort!;
+  const data = workerData as PromptWorkerData;
+  const model = await loadModel(data.modelPath, { vocabOnly: true });
+  const template = new ChatTemplate(data.templateSource, { bosToken: data.bosToken, eosToken: data.eosToken });
+  port.on('message', (job: PromptJobMessage | 'quit') => {
+    if (job === 'quit') {
+      // Asked to leave (the pool gave up on this worker): exit between native calls, which is
+      // the only safe moment (terminating a thread inside a tokenizer call aborts the process).
+      void model.dispose().finally(() => process.exit(0));
+      return;
+    }
+    let reply: PromptWorkerReply;
+    try {
+      const p = buildChatPrompt(model, job.messages, {
+        template,
+        tools: job.tools,
+        ...(data.markers ? { markers: data.markers } : {}),
+        replay: (call) => job.replay[call.id],
+      });
+      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, splicedTokens: p.splicedTokens };
+      port.postMessage(reply, [p.tokens.buffer as ArrayBuffer]);
+      return;
+    } catch (e) {
+      reply = { type: 'error', id: job.id, code: isLlamuxError(e) ? e.code : 'INTERNAL', message: e instanceof Error ? e.message : String(e) };
+    }
+    port.postMessage(reply);
+  });
+  port.postMessage({ type: 'ready' } satisfies PromptWorkerReply);
+}
+
+main().catch((e: unknown) => {
+  parentPort?.postMessage({ type: 'fatal', message: e instanceof Error ? e.message : String(e) } satisfies PromptWorkerReply);
+});
