@@ -15,7 +15,8 @@ import { BuildError, findLlamaCpp, llamaCppDefaultDir } from './build-native.mjs
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 function run(cmd, args) {
-  const r = spawnSync(cmd, args, { stdio: 'inherit', cwd: root });
+  // Child output to stderr: `npm pack --json` prints its JSON on stdout, after this hook.
+  const r = spawnSync(cmd, args, { stdio: ['inherit', 2, 2], cwd: root });
   if (r.status !== 0) {
     console.error(`llamux prepack: \`${cmd} ${args.join(' ')}\` failed`);
     process.exit(r.status ?? 1);
@@ -36,7 +37,7 @@ try {
   }
   const pre = join(root, 'prebuilds');
   if (existsSync(pre)) {
-    for (const p of readdirSync(pre)) console.log(`llamux prepack: prebuilds/${p}: ${readdirSync(join(pre, p)).join(', ')}`);
+    for (const p of readdirSync(pre)) console.error(`llamux prepack: prebuilds/${p}: ${readdirSync(join(pre, p)).join(', ')}`);
   }
 } catch (err) {
   if (!(err instanceof BuildError)) throw err;

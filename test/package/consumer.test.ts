@@ -22,6 +22,16 @@ function sh(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = p
   return spawnSync(cmd, args, { cwd, env, encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
 }
 
+/** Runs an install and prints how long it took and what it left on disk (README figures). */
+function timedInstall(what: string, cmd: string, args: string[], dir: string, env: NodeJS.ProcessEnv = process.env): SpawnSyncReturns<string> {
+  const t0 = performance.now();
+  const r = must(sh(cmd, args, dir, env), what);
+  const seconds = (performance.now() - t0) / 1000;
+  const du = sh('du', ['-sLm', join(dir, 'node_modules', 'llamux')], dir).stdout.split('\t')[0];
+  console.log(`llamux consumer: ${what}: ${seconds.toFixed(1)} s, node_modules/llamux ${du} MB`);
+  return r;
+}
+
 function must(r: SpawnSyncReturns<string>, what: string): SpawnSyncReturns<string> {
   if (r.status !== 0) throw new Error(`${what} failed (${r.status ?? r.signal}):\n${r.stdout.slice(-4000)}\n${r.stderr.slice(-4000)}`);
   return r;
@@ -62,7 +72,8 @@ function pathWithoutCompilers(): string {
 beforeAll(() => {
   // Whatever the checkout has, the tarball must carry its own copy of everything.
   const r = must(sh('npm', ['pack', '--json', '--pack-destination', work], projectRoot), 'npm pack');
-  const info = JSON.parse(r.stdout.slice(r.stdout.indexOf('['))) as Array<{ filename: string; size: number; unpackedSize: number; files: Array<{ path: string }> }>;
+  const json = r.stdout.startsWith('[') ? r.stdout : r.stdout.slice(r.stdout.lastIndexOf('\n[\n') + 1);
+  const info = JSON.parse(json) as Array<{ filename: string; size: number; unpackedSize: number; files: Array<{ path: string }> }>;
   tarball = join(work, info[0]!.filename);
   const files = info[0]!.files.map((f) => f.path);
   expect(files).toContain('deps/llama.cpp/CMakeLists.txt');
@@ -82,7 +93,7 @@ afterAll(() => {
 describe('the packed llamux in a fresh app', () => {
   it('installs with npm from the prebuild and generates', () => {
     const dir = newProject('npm app');
-    const r = must(sh('npm', ['install', '--no-audit', '--no-fund', tarball], dir), 'npm install');
+    const r = timedInstall('npm install (prebuild)', 'npm', ['install', '--foreground-scripts', '--no-audit', '--no-fund', tarball], dir);
     expect(r.stdout + r.stderr).toMatch(/llamux: using the prebuilt native addon/);
     expect(existsSync(join(dir, 'node_modules', 'llamux', 'build'))).toBe(false);
     expect(existsSync(join(dir, 'node_modules', 'better-sqlite3'))).toBe(false);
@@ -95,7 +106,7 @@ describe('the packed llamux in a fresh app', () => {
     const dir = newProject('no compiler app');
     const env = { ...process.env, PATH: pathWithoutCompilers() };
     expect(sh('sh', ['-c', 'command -v cmake || command -v c++ || command -v g++ || command -v cc'], dir, env).status).not.toBe(0);
-    const r = must(sh(process.execPath, [join(env.PATH, 'npm'), 'install', '--no-audit', '--no-fund', tarball], dir, env), 'npm install');
+    const r = must(sh(process.execPath, [join(env.PATH, 'npm'), 'install', '--foreground-scripts', '--no-audit', '--no-fund', tarball], dir, env), 'npm install');
     expect(r.stdout + r.stderr).toMatch(/llamux: using the prebuilt native addon/);
     runApp(dir, env);
   }, 10 * MINUTE);
@@ -103,7 +114,7 @@ describe('the packed llamux in a fresh app', () => {
   it('installs with pnpm (symlinked layout) and generates', () => {
     const dir = newProject('pnpm app');
     const pnpm = join(projectRoot, 'node_modules', 'pnpm', 'bin', 'pnpm.cjs');
-    must(sh(process.execPath, [pnpm, 'add', '--store-dir', join(work, 'pnpm-store'), '--config.confirmModulesPurge=false', tarball], dir), 'pnpm add');
+    timedInstall('pnpm add (prebuild)', process.execPath, [pnpm, 'add', '--store-dir', join(work, 'pnpm-store'), '--config.confirmModulesPurge=false', tarball], dir);
     // pnpm links node_modules/llamux into its .pnpm store folder.
     expect(statSync(join(dir, 'node_modules', 'llamux')).isDirectory()).toBe(true);
     expect(readdirSync(join(dir, 'node_modules', '.pnpm')).some((d) => d.startsWith('llamux@'))).toBe(true);
@@ -114,7 +125,7 @@ describe('the packed llamux in a fresh app', () => {
     const dir = newProject('source app');
     const env: NodeJS.ProcessEnv = { ...process.env, LLAMUX_BUILD_FROM_SOURCE: '1' };
     delete env.LLAMA_CPP_DIR;
-    const r = must(sh('npm', ['install', '--no-audit', '--no-fund', tarball], dir, env), 'npm install from source');
+    const r = timedInstall('npm install (LLAMUX_BUILD_FROM_SOURCE=1)', 'npm', ['install', '--foreground-scripts', '--no-audit', '--no-fund', tarball], dir, env);
     expect(r.stdout + r.stderr).toMatch(/llamux: building the native addon from source/);
     const pkg = join(dir, 'node_modules', 'llamux');
     expect(existsSync(join(pkg, 'build', 'Release', 'llamux.node'))).toBe(true);
