@@ -21,7 +21,7 @@ const SUFFIXES = [1, 3, 16, 63, 64];
 
 export async function runAttentionBench(opts: AttentionBenchOptions = {}): Promise<string> {
   const threads = opts.threads ?? 2;
-  const runs = opts.runs ?? (opts.quick ? 1 : 5);
+  const runs = opts.runs ?? (opts.quick ? 3 : 7);
   const bm = await ensureBenchModel(opts.model ?? (opts.quick ? 'llama2-tiny' : '250m-q8_0'));
   const prefix = opts.quick ? 480 : 3830;
   const ctxSize = opts.quick ? 1024 : 4096;
@@ -44,16 +44,16 @@ export async function runAttentionBench(opts: AttentionBenchOptions = {}): Promi
       await ctx.complete({ prompt: base, maxTokens: 1, temperature: 0 });
       for (const s of SUFFIXES) {
         const times: number[] = [];
-        for (let r = 0; r < runs; r++) {
+        for (let r = -1; r < runs; r++) { // r = -1: untimed warm-up for this batch shape
           progress(`attention: llamux, ${s} tokens over ${prefix} (${r + 1}/${runs})`);
-          const prompt = [...base, ...benchPrompt(s, nVocab, 1000 + r * 31 + s)];
+          const prompt = [...base, ...benchPrompt(s, nVocab, 1031 + r * 31 + s)];
           const t0 = performance.now();
           let first = 0;
           for await (const ev of ctx.generate({ prompt, maxTokens: 1, temperature: 0 })) {
             if (first === 0 && (ev.type === 'text' || ev.type === 'final')) first = performance.now() - t0;
             if (ev.type === 'final' && ev.prefilledTokens !== s) throw new Error(`llamux prefilled ${ev.prefilledTokens} tokens, expected ${s}`);
           }
-          times.push(first);
+          if (r >= 0) times.push(first);
         }
         llamux[s] = spread(times);
       }
@@ -74,14 +74,14 @@ export async function runAttentionBench(opts: AttentionBenchOptions = {}): Promi
       }
       for (const s of SUFFIXES) {
         const times: number[] = [];
-        for (let r = 0; r < runs; r++) {
+        for (let r = -1; r < runs; r++) {
           progress(`attention: node-llama-cpp, ${s} tokens over ${prefix} (${r + 1}/${runs})`);
           await seq.eraseContextTokenRanges([{ start: prefix, end: seq.nextTokenIndex }]);
-          const suffix = benchPrompt(s, nVocab, 1000 + r * 31 + s) as never as import('node-llama-cpp').Token[];
+          const suffix = benchPrompt(s, nVocab, 1031 + r * 31 + s) as never as import('node-llama-cpp').Token[];
           const t0 = performance.now();
           const it = seq.evaluate(suffix, { temperature: 0 });
           await it.next();
-          times.push(performance.now() - t0);
+          if (r >= 0) times.push(performance.now() - t0);
           await it.return(undefined);
         }
         nlc[s] = spread(times);

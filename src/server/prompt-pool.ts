@@ -300,9 +300,14 @@ export class PromptPool {
         this.#finish(s, (j) => j.reject(new LlamuxError('DISPOSED', 'The server is closing')));
       }
     }
-    const exits = [...this.#zombies].map((w) => new Promise<void>((resolve) => w.once('exit', () => resolve())));
+    // Keep the process alive while they leave: with every handle unreferenced, a caller
+    // awaiting close() at the top level would see the process exit under it (exit code 13).
+    const zombies = [...this.#zombies];
+    const exits = zombies.map((w) => new Promise<void>((resolve) => w.once('exit', () => resolve())));
+    for (const w of zombies) w.ref();
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(exits), new Promise<void>((resolve) => (timer = setTimeout(resolve, 30_000).unref()))]);
+    await Promise.race([Promise.all(exits), new Promise<void>((resolve) => (timer = setTimeout(resolve, 30_000)))]);
     clearTimeout(timer);
+    for (const w of zombies) w.unref();
   }
 }
