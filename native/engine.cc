@@ -127,7 +127,7 @@ Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) 
   cfg.cacheDir = GetString(o, "cacheDir", "");
   cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));
   cfg.modelFingerprint = model_->fingerprint;
-  cfg.reuse = GetBool(o, "prefixCache", true);
+  cfg.prefixCache = GetBool(o, "prefixCache", true);
   readTokens("markerStart", &cfg.markers.start);
   readTokens("markerEnd", &cfg.markers.end);
   readTokens("markerPayloadStart", &cfg.markers.payloadStart);
@@ -176,7 +176,7 @@ void Engine::ThreadMain() {
   } else {
     Event ev;
     ev.type = EventType::EngineError;
-    ev.code = "CONTEXT_CREATE_FAILED";
+    ev.code = ErrorCodeName(ErrorCode::ContextCreateFailed);
     ev.message = error;
     Post({std::move(ev)});
   }
@@ -196,8 +196,12 @@ void Engine::Post(std::vector<Event> &&events) {
   if (tsfn_.NonBlockingCall(this, [](Napi::Env env, Napi::Function fn, Engine *self) {
         try {
           Engine::CallJs(env, fn, self, nullptr);
-        } catch (...) {
-          // JS is shutting down (or threw): events for a dead environment are dropped
+        } catch (const Napi::Error &e) {
+          // context.ts handles every event inside its own try/catch (a failure ends that
+          // request with INTERNAL), so an exception here is a bug: raise it as an uncaught
+          // exception instead of dropping the batch and leaving requests hanging. While the
+          // environment shuts down there is nothing to raise it in, and nobody waits.
+          if (env != nullptr && !e.Value().IsEmpty()) napi_fatal_exception(env, e.Value());
         }
       }) != napi_ok) {
     scheduled_ = false;
@@ -310,7 +314,7 @@ static void ReadSampling(Napi::Env env, const Napi::Object &o, SamplerParams &s,
     size_t n = std::min(toks.ElementLength(), vals.ElementLength());
     for (size_t i = 0; i < n; i++) {
       if (toks[i] < 0 || toks[i] >= nVocab) {
-        ThrowCoded(env, "INVALID_ARGUMENT", "logitBias token " + std::to_string(toks[i]) + " is outside the vocabulary");
+        ThrowCoded(env, ErrorCode::InvalidArgument, "logitBias token " + std::to_string(toks[i]) + " is outside the vocabulary");
       }
       s.logitBias.emplace_back(toks[i], vals[i]);
     }
@@ -320,7 +324,7 @@ static void ReadSampling(Napi::Env env, const Napi::Object &o, SamplerParams &s,
 // submit(params) -> undefined; throws QUEUE_FULL or DISPOSED
 Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
-  if (closeRequested_) ThrowCoded(env, "DISPOSED", "The context has been disposed");
+  if (closeRequested_) ThrowCoded(env, ErrorCode::Disposed, "The context has been disposed");
   LLAMUX_REQUIRE_OBJECT(info, 0, "params");
   Napi::Object o = info[0].As<Napi::Object>();
   auto p = std::make_unique<RequestParams>();
@@ -334,7 +338,7 @@ Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
     p->promptTokens.assign(t.Data(), t.Data() + t.ElementLength());
     for (size_t i = 0; i < p->promptTokens.size(); i++) {
       if (p->promptTokens[i] < 0 || p->promptTokens[i] >= model_->n_vocab) {
-        ThrowCoded(env, "INVALID_ARGUMENT", "Prompt token " + std::to_string(p->promptTokens[i]) + " at index " +
+        ThrowCoded(env, ErrorCode::InvalidArgument, "Prompt token " + std::to_string(p->promptTokens[i]) + " at index " +
                                                 std::to_string(i) + " is outside the vocabulary");
       }
     }
@@ -370,7 +374,7 @@ Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
   }
   ReadSampling(env, o, p->sampling, model_->n_vocab);
   if (!sched_->Submit(std::move(p))) {
-    ThrowCoded(env, "QUEUE_FULL", "The request queue is full; wait for running requests to finish or raise maxQueued");
+    ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
   }
   return env.Undefined();
 }

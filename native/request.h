@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "errors.h"
 #include "sampler.h"
 #include "text_stream.h"
 
@@ -89,6 +90,23 @@ struct Event {
   bool truncated = false;     // a span still open when generation ended
   FinalStats stats;
   ReadyInfo ready;
+
+  // The one builder of a request's last event. `reason`: eog | stop | length | prefill |
+  // done | abort | error; abort and error carry a code and a message.
+  static Event Final(uint64_t id, const char *reason, const FinalStats &stats) {
+    Event ev;
+    ev.type = EventType::Final;
+    ev.id = id;
+    ev.finishReason = reason;
+    ev.stats = stats;
+    return ev;
+  }
+  static Event Failed(uint64_t id, ErrorCode code, const std::string &message, const FinalStats &stats) {
+    Event ev = Final(id, code == ErrorCode::Aborted ? "abort" : "error", stats);
+    ev.code = ErrorCodeName(code);
+    ev.message = message;
+    return ev;
+  }
 };
 
 }  // namespace llamux

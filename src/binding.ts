@@ -202,6 +202,35 @@ export interface NativeEngine {
   stats(): NativeCacheStats;
 }
 
+export interface NativeReuseInputs {
+  enabled?: boolean;
+  canTruncate?: boolean;
+  unifiedKv?: boolean;
+  pinned?: boolean;
+  minGain?: number;
+  promptTokens: number;
+  liveTokens?: number;
+  liveCommon?: number;
+  sessionTokens?: number;
+  sessionCommon?: number;
+  sequenceCommon?: number[];
+  target?: number;
+  ramCommon?: number;
+  diskCommon?: number;
+  diskReadyCommon?: number;
+  /** Prompt tokens kept after trimming (default: the plan's common), for the outcome. */
+  kept?: number;
+}
+
+export interface NativeReusePlan {
+  source: 'none' | 'live' | 'session' | 'shared' | 'ram' | 'disk';
+  common: number;
+  shareFrom: number;
+  readDisk: boolean;
+  outcome: NativeStats['cacheOutcome'];
+  tier: NativeStats['cacheTier'];
+}
+
 export interface NativeBinding {
   Model: {
     load(path: string, options: NativeLoadOptions, abortFlag: Int32Array, onProgress?: (p: number) => void): Promise<NativeModel>;
@@ -214,6 +243,8 @@ export interface NativeBinding {
       tokens: Int32Array,
     ): { outputs: Array<[ 'text' | 'body' | 'open' | 'close' | 'payloadOpen' | 'payloadClose', Int32Array ]>; greedy: boolean[]; region: number };
     textStream(stops: string[], pieces: Uint8Array[]): { text: Uint8Array; deltas: Uint8Array[]; stopped: boolean; stopAt: number };
+    /** native/reuse_planner.h: an omitted *Common key means that source has no entry. */
+    planReuse(inputs: NativeReuseInputs): NativeReusePlan;
   };
   shutdownAll(): void;
   setLogger(handler: ((batch: Array<number | string>) => void) | undefined, level: number): void;
