@@ -121,6 +121,7 @@ Scheduler::Placement Scheduler::ForkSession(Request &r) {
   SessionState &dst = sessions_.Create(p.sessionId);
   dst.transcript = std::move(transcript);
   dst.lastUsed = Clock::now();
+  dst.ttlMs = p.sessionTtlMs;
   sessions_.Pin(p.sessionId, target->seq);
   target->lastUsed = dst.lastUsed;
   UpdateCounters();
@@ -348,6 +349,7 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
     sessions_.Pin(sid, target->seq);
     s.busy = true;
     s.lastUsed = Clock::now();
+    if (p.sessionTtlMs >= 0) s.ttlMs = p.sessionTtlMs;
   }
   target->req = &r;
   target->lastUsed = Clock::now();

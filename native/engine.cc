@@ -353,6 +353,7 @@ Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
   p->markers = GetBool(o, "markers", true);
   p->sessionId = GetString(o, "sessionId", "");
   p->waitForSession = GetBool(o, "waitForSession", false);
+  p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
   p->continueSession = GetBool(o, "continueSession", false);
   p->prefillOnly = GetBool(o, "prefillOnly", false);
   p->forkFrom = GetString(o, "forkFrom", "");

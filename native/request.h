@@ -32,6 +32,7 @@ struct RequestParams {
   // KV reuse
   std::string sessionId;          // pin a sequence across requests
   bool waitForSession = false;    // wait instead of SESSION_BUSY
+  int64_t sessionTtlMs = -1;      // this session's idle TTL (-1: the context's sessionTtlMs)
   bool continueSession = false;   // prompt = the session's committed tokens + this prompt
   bool hasExpect = false;         // verify the committed tokens (TRANSCRIPT_MISMATCH)
   std::vector<llama_token> expectCommitted;

@@ -35,11 +35,12 @@ void SessionTable::Erase(const std::string &id) {
   sessions_.erase(it);
 }
 
-std::vector<std::string> SessionTable::Expired(Clock::time_point now, uint32_t ttlMs) const {
+std::vector<std::string> SessionTable::Expired(Clock::time_point now, uint32_t defaultTtlMs) const {
   std::vector<std::string> out;
   for (const auto &kv : sessions_) {
     double idle = std::chrono::duration<double, std::milli>(now - kv.second.lastUsed).count();
-    if (!kv.second.busy && idle > ttlMs) out.push_back(kv.first);
+    double ttl = kv.second.ttlMs >= 0 ? static_cast<double>(kv.second.ttlMs) : defaultTtlMs;
+    if (!kv.second.busy && idle > ttl) out.push_back(kv.first);
   }
   return out;
 }

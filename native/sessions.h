@@ -19,6 +19,7 @@ struct SessionState {
   Clock::time_point lastUsed;
   bool busy = false;
   bool endAfter = false;  // end() arrived while a request ran: end when it finishes
+  int64_t ttlMs = -1;     // idle TTL; -1: the context's default
 };
 
 class SessionTable {
@@ -39,8 +40,8 @@ class SessionTable {
   const std::string &PinnedTo(int32_t sequence) const { return pinnedTo_[static_cast<size_t>(sequence)]; }
   bool IsPinned(int32_t sequence) const { return !PinnedTo(sequence).empty(); }
 
-  // Idle sessions unused for longer than ttlMs.
-  std::vector<std::string> Expired(Clock::time_point now, uint32_t ttlMs) const;
+  // Idle sessions unused for longer than their TTL (defaultTtlMs unless they set one).
+  std::vector<std::string> Expired(Clock::time_point now, uint32_t defaultTtlMs) const;
 
   size_t Size() const { return sessions_.size(); }
   size_t PinnedCount() const;

@@ -91,6 +91,8 @@ export interface NativeRequest {
   prompt?: string | Int32Array;
   sessionId?: string;
   waitForSession?: boolean;
+  /** This session's idle TTL (default: the context's sessionTtlMs). */
+  sessionTtlMs?: number;
   continueSession?: boolean;
   expectCommitted?: Int32Array;
   prefillOnly?: boolean;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { native, type NativeCacheStats, type NativeEngine, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
@@ -12,11 +12,14 @@ import {
   GGML_TYPE_IDS,
   GenerateOptionsSchema,
   PrefillOptionsSchema,
+  SessionOptionsSchema,
   parseOptions,
   type GenerateOptions,
   type ParsedGenerateOptions,
   type PrefillOptions,
+  type SessionOptions,
 } from './options.js';
+import { Session, type SessionContinueOptions, type SessionHost } from './session.js';
 import type { z } from 'zod';
 import type { ContextOptionsSchema } from './options.js';
 
@@ -166,6 +169,14 @@ export class Context {
   #onDispose: Array<() => void> = [];
   #ready: { resolve: () => void; reject: (e: unknown) => void } | undefined;
   #maxPending: number;
+  #sessions = new Map<string, Session>();
+  #sessionHost: SessionHost = {
+    generate: (o) => this.generate(o),
+    continue: (id, tail, o) => this.continue(id, tail, o),
+    forkSession: (from, to, o) => this.#fork(from, to, o.wait ?? false),
+    endSession: (id) => this.#endSession(id),
+    createSession: (o) => this.createSession(o),
+  };
 
   private constructor(model: Model, opts: ParsedContextOptions) {
     this.model = model;
@@ -351,6 +362,7 @@ export class Context {
     if (o.sessionId) {
       req.sessionId = o.sessionId;
       req.waitForSession = o.waitForSession;
+      this.#withSessionTtl(req);
     }
     if (o.parentKey) req.prompt = this.#withParent(o.parentKey, req.prompt!);
     return this.#submit(gen, req, o.signal);
@@ -372,6 +384,11 @@ export class Context {
     }
     this.#requests.set(id, entry);
     this.#updateRef();
+    const session = req.sessionId === undefined ? undefined : this.#sessions.get(req.sessionId);
+    if (session && !req.endSession && req.forkFrom === undefined) {
+      Session.track(session, 'start');
+      gen.result.then((r) => Session.track(session, 'end', r), () => Session.track(session, 'end'));
+    }
     return gen;
   }
 
@@ -425,7 +442,10 @@ export class Context {
     const gen = new Generation(id, false, 1 << 30, () => this.#native.cancel(id), () => {});
     const req = baseRequest(id, tokens);
     req.prefillOnly = true;
-    if (o.sessionId) req.sessionId = o.sessionId;
+    if (o.sessionId) {
+      req.sessionId = o.sessionId;
+      this.#withSessionTtl(req);
+    }
     this.#submit(gen, req, o.signal);
     const r = await gen.result;
     return { key, tokens: tokens.length, reusedTokens: r.reusedTokens, prefilledTokens: r.prefilledTokens, cache: r.cache };
@@ -437,7 +457,7 @@ export class Context {
    * `expectCommitted` (the caller's view of the committed tokens) is verified first.
    * @throws LlamuxError TRANSCRIPT_MISMATCH, SESSION_BUSY, INVALID_ARGUMENT (unknown session)
    */
-  continue(sessionId: string, tail: string | Int32Array | number[], options: Omit<GenerateOptions, 'prompt' | 'sessionId' | 'parentKey'> & { expectCommitted?: ArrayLike<number> } = {}): Generation {
+  continue(sessionId: string, tail: string | Int32Array | number[], options: SessionContinueOptions = {}): Generation {
     const { expectCommitted, ...rest } = options;
     const tailTokens = typeof tail === 'string' ? this.model.tokenize(tail, { addSpecial: false, parseSpecial: rest.parseSpecial ?? false }) : toInt32Array(tail);
     const o = parseOptions(GenerateOptionsSchema, { ...rest, prompt: tailTokens, sessionId }, 'continue options');
@@ -448,6 +468,7 @@ export class Context {
     req.sessionId = sessionId;
     req.waitForSession = o.waitForSession;
     req.continueSession = true;
+    this.#withSessionTtl(req);
     if (expectCommitted) req.expectCommitted = toInt32Array(expectCommitted);
     return this.#submit(gen, req, o.signal);
   }
@@ -459,14 +480,53 @@ export class Context {
     await gen.result;
   }
 
+  /**
+   * A {@link Session}: a conversation whose KV stays pinned to one sequence between requests.
+   * `id` defaults to a random UUID; `ttlMs` overrides the context's `sessionTtlMs` for it.
+   * @throws LlamuxError INVALID_ARGUMENT (options, an id already used by a live Session), DISPOSED
+   * @example
+   * const chat = ctx.createSession();
+   * const first = await chat.generate({ prompt, maxTokens: 64 }).result;
+   * const next = await chat.continue(' And then?', { maxTokens: 64 }).result; // prefills the tail only
+   * await chat.end();
+   */
+  createSession(options: SessionOptions = {}): Session {
+    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    const o = parseOptions(SessionOptionsSchema, options, 'session options');
+    const id = o.id ?? randomUUID();
+    if (this.#sessions.has(id)) throw new LlamuxError('INVALID_ARGUMENT', `Session id "${id}" is already in use on this context`);
+    const session = Session.create(this, this.#sessionHost, id, o.ttlMs);
+    this.#sessions.set(id, session);
+    Session.onRelease(session, () => {
+      if (this.#sessions.get(id) === session) this.#sessions.delete(id);
+    });
+    return session;
+  }
+
+  #withSessionTtl(req: NativeRequest): void {
+    const ttl = req.sessionId === undefined ? undefined : this.#sessions.get(req.sessionId)?.ttlMs;
+    if (ttl !== undefined) req.sessionTtlMs = ttl;
+  }
+
   /** Releases a session's pinned sequence (its KV stays as an ordinary cache entry). */
   endSession(sessionId: string): Promise<void> {
+    const session = this.#sessions.get(sessionId);
+    return session ? session.end() : this.#endSession(sessionId);
+  }
+
+  #endSession(sessionId: string): Promise<void> {
     return this.#control({ ...baseRequest(nextRequestId++), sessionId, endSession: true });
   }
 
   /** Copies a session (shares its KV cells with unified KV) under a new id. */
   forkSession(fromSessionId: string, toSessionId: string, options: { wait?: boolean } = {}): Promise<void> {
-    return this.#control({ ...baseRequest(nextRequestId++), sessionId: toSessionId, forkFrom: fromSessionId, waitForSession: options.wait ?? false });
+    return this.#fork(fromSessionId, toSessionId, options.wait ?? false);
+  }
+
+  #fork(from: string, to: string, wait: boolean): Promise<void> {
+    const req: NativeRequest = { ...baseRequest(nextRequestId++), sessionId: to, forkFrom: from, waitForSession: wait };
+    this.#withSessionTtl(req);
+    return this.#control(req);
   }
 
   /** RAM tier and session counters (the budget is never exceeded). */

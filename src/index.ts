@@ -3,6 +3,8 @@ export { loadModel, Model, TokenAttribute } from './model.js';
 export type { ModelMetadata, TokenInfo, VocabInfo } from './model.js';
 export { Context, Generation } from './context.js';
 export type { ContextSettings } from './context.js';
+export { Session } from './session.js';
+export type { SessionContinueOptions, SessionGenerateOptions, SessionStats } from './session.js';
 export type {
   CacheReport,
   FinalEvent,
@@ -23,7 +25,7 @@ export { LlamuxError, isLlamuxError } from './errors.js';
 export type { LlamuxErrorCode } from './errors.js';
 export { setLogger } from './logger.js';
 export type { LogHandler, LogLevel } from './logger.js';
-export type { ContextOptions, GenerateOptions, LoadModelOptions, PrefillOptions, TokenizeOptions, DetokenizeOptions } from './options.js';
+export type { ContextOptions, GenerateOptions, LoadModelOptions, PrefillOptions, SessionOptions, TokenizeOptions, DetokenizeOptions } from './options.js';
 export type { NativeCacheStats as CacheStats } from './binding.js';
 // Tool calling (also importable as 'llamux/tools').
 export * from './tools/index.js';
