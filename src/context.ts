@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { native, type NativeCacheStats, type NativeEngine, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
 import { AsyncQueue } from './async-queue.js';
-import { LlamuxError, abortError, fromNative, type LlamuxErrorCode } from './errors.js';
+import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
 import type { CacheReport, FinalEvent, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
@@ -253,11 +253,30 @@ export class Context {
     for (const ev of events) {
       try {
         this.#dispatch(ev);
-      } catch {
-        // Never let one bad event break delivery for the others.
+      } catch (e) {
+        // A bug on the event path must not look like a hung generation: the request ends
+        // with INTERNAL (its cause is what was thrown) and the failure is reported.
+        this.#failDelivery(ev, e);
       }
     }
     this.#updateRef();
+  }
+
+  #failDelivery(ev: NativeEvent, cause: unknown): void {
+    const what = cause instanceof Error ? cause.message : String(cause);
+    const err = new LlamuxError('INTERNAL', `Internal error while delivering a "${ev.type}" event: ${what}`, { cause });
+    process.emitWarning(err.message, { code: 'LLAMUX_INTERNAL', detail: cause instanceof Error ? cause.stack : undefined });
+    if (ev.type === 'ready' || ev.type === 'engineError') {
+      this.#ready?.reject(err);
+      this.#ready = undefined;
+      return;
+    }
+    const entry = this.#requests.get(ev.id);
+    if (!entry) return;
+    this.#requests.delete(ev.id);
+    if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
+    this.#native.cancel(ev.id); // a final may still be coming: the engine stops the request
+    entry.gen.onError(err);
   }
 
   #dispatch(ev: NativeEvent): void {
@@ -268,7 +287,7 @@ export class Context {
         this.#ready = undefined;
         return;
       case 'engineError': {
-        const err = new LlamuxError(ev.code as LlamuxErrorCode, `Could not create the context: ${ev.message}`);
+        const err = new LlamuxError(toErrorCode(ev.code), `Could not create the context: ${ev.message}`);
         this.#disposed = true;
         this.#native.close().catch(() => {});
         this.#ready?.reject(err);
@@ -298,7 +317,7 @@ export class Context {
           return;
         }
         if (ev.finishReason === 'error') {
-          entry.gen.onError(new LlamuxError((ev.code ?? 'INTERNAL') as LlamuxErrorCode, ev.message ?? 'Generation failed'));
+          entry.gen.onError(new LlamuxError(toErrorCode(ev.code), ev.message ?? 'Generation failed'));
           return;
         }
         const s = ev.stats;

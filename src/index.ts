@@ -21,7 +21,7 @@ export type {
 } from './events.js';
 export { MARKER_PRESETS, detectMarkerPreset, tokenizeMarker } from './markers.js';
 export type { MarkerOption, MarkerPresetName, ResolvedMarkers, ToolCallMarkers } from './markers.js';
-export { LlamuxError, isLlamuxError } from './errors.js';
+export { ERROR_CODES, LlamuxError, isLlamuxError } from './errors.js';
 export type { LlamuxErrorCode } from './errors.js';
 export { setLogger } from './logger.js';
 export type { LogHandler, LogLevel } from './logger.js';
