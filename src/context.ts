@@ -4,10 +4,10 @@ import { resolve as resolvePath } from 'node:path';
 import { native, type NativeCacheStats, type NativeEngine, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
 import { AsyncQueue } from './async-queue.js';
 import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
-import type { CacheReport, FinalEvent, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
+import type { CacheReport, FinalEvent, FinishReason, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
-import { toInt32Array } from './model.js';
+import { toInt32Array } from './tokens.js';
 import {
   GGML_TYPE_IDS,
   GenerateOptionsSchema,
@@ -321,8 +321,11 @@ export class Context {
           return;
         }
         const s = ev.stats;
+        // Checked: every native reason but abort/error is a FinishReason ('done' ends a
+        // session command, whose result nobody reads).
+        const reason: FinishReason | 'done' = ev.finishReason;
         entry.gen.onFinal({
-          finishReason: ev.finishReason as GenerateResult['finishReason'],
+          finishReason: reason === 'done' ? 'eog' : reason,
           ...(ev.stop !== undefined ? { stop: ev.stop } : {}),
           promptTokens: s.promptTokens,
           reusedTokens: s.reusedTokens,

@@ -4,6 +4,7 @@ import { native, type NativeMetadata, type NativeModel, type NativeVocabInfo } f
 import { Context } from './context.js';
 import { LlamuxError, abortError, fromNative } from './errors.js';
 import { ensureDefaultLogger } from './logger.js';
+import { toInt32Array } from './tokens.js';
 import type { MarkerOption } from './markers.js';
 import {
   ContextOptionsSchema,
@@ -249,21 +250,6 @@ function checkTokenId(token: number): void {
   }
 }
 
-export function toInt32Array(tokens: ArrayLike<number>): Int32Array {
-  if (tokens instanceof Int32Array) return tokens;
-  if (!tokens || typeof tokens.length !== 'number') {
-    throw new LlamuxError('INVALID_ARGUMENT', 'Expected tokens to be an Int32Array or an array of token ids');
-  }
-  const out = new Int32Array(tokens.length);
-  for (let i = 0; i < tokens.length; i++) {
-    const t = tokens[i];
-    if (!Number.isInteger(t) || (t as number) < 0 || (t as number) > 0x7fffffff) {
-      throw new LlamuxError('INVALID_ARGUMENT', `Expected token ids but the value at index ${i} is ${String(t)}`);
-    }
-    out[i] = t as number;
-  }
-  return out;
-}
 
 /**
  * Loads a GGUF model on a worker thread.
@@ -319,3 +305,5 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
     o.signal?.removeEventListener('abort', onAbort);
   }
 }
+
+export { toInt32Array };
