@@ -136,10 +136,13 @@ Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) 
   if (cfg.nBatch < 1 || cfg.nCtx < 1) throw Napi::RangeError::New(env, "contextSize and batchSize must be positive");
 
   info.This().As<Napi::Object>().TypeTag(&kEngineTag);
-  tsfn_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "llamux.engine", 0, 1, this,
+  outbox_ = new Outbox();
+  outbox_->engine = this;
+  tsfn_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "llamux.engine", 0, 1, outbox_,
                                         &Engine::OnFinalize, static_cast<void *>(nullptr));
   sched_ = std::make_unique<Scheduler>(model_->model, cfg, [this](std::vector<Event> &&evs) { Post(std::move(evs)); });
-  Ref();  // the JS object stays alive while its thread runs; released in OnFinalize
+  // No Ref(): the JS object holds no strong reference to itself, so a dropped, idle
+  // context is collected (context.ts keeps a busy one reachable). ~Engine stops the thread.
   env_ = env;
   napi_add_env_cleanup_hook(env, &Engine::TeardownHook, this);
   hookAdded_ = true;
@@ -155,7 +158,15 @@ Engine::~Engine() {
     std::lock_guard<std::mutex> lk(g_engines_mu);
     g_engines.erase(this);
   }
-  StopAndJoin();
+  StopAndJoin();  // the thread has released the thread-safe function when this returns
+  if (hookAdded_) {
+    napi_remove_env_cleanup_hook(env_, &Engine::TeardownHook, this);
+    hookAdded_ = false;
+  }
+  if (outbox_ != nullptr) {
+    std::lock_guard<std::mutex> lk(outbox_->mu);
+    outbox_->engine = nullptr;  // calls still queued and the finalizer find no Engine
+  }
 }
 
 void Engine::TeardownHook(void *arg) {
@@ -189,13 +200,14 @@ void Engine::ThreadMain() {
 }
 
 void Engine::Post(std::vector<Event> &&events) {
-  std::lock_guard<std::mutex> lk(outMu_);
-  for (auto &e : events) outbox_.push_back(std::move(e));
-  if (scheduled_) return;
-  scheduled_ = true;
-  if (tsfn_.NonBlockingCall(this, [](Napi::Env env, Napi::Function fn, Engine *self) {
+  Outbox *box = outbox_;
+  std::lock_guard<std::mutex> lk(box->mu);
+  for (auto &e : events) box->events.push_back(std::move(e));
+  if (box->scheduled) return;
+  box->scheduled = true;
+  if (tsfn_.NonBlockingCall(box, [](Napi::Env env, Napi::Function fn, Outbox *b) {
         try {
-          Engine::CallJs(env, fn, self, nullptr);
+          Engine::CallJs(env, fn, b);
         } catch (const Napi::Error &e) {
           // context.ts handles every event inside its own try/catch (a failure ends that
           // request with INTERNAL), so an exception here is a bug: raise it as an uncaught
@@ -204,16 +216,16 @@ void Engine::Post(std::vector<Event> &&events) {
           if (env != nullptr && !e.Value().IsEmpty()) napi_fatal_exception(env, e.Value());
         }
       }) != napi_ok) {
-    scheduled_ = false;
+    box->scheduled = false;
   }
 }
 
-void Engine::CallJs(Napi::Env env, Napi::Function fn, Engine *self, void *) {
+void Engine::CallJs(Napi::Env env, Napi::Function fn, Outbox *box) {
   std::vector<Event> batch;
   {
-    std::lock_guard<std::mutex> lk(self->outMu_);
-    batch.swap(self->outbox_);
-    self->scheduled_ = false;
+    std::lock_guard<std::mutex> lk(box->mu);
+    batch.swap(box->events);
+    box->scheduled = false;
   }
   if (env == nullptr || batch.empty()) return;
   Napi::Array arr = Napi::Array::New(env, batch.size());
@@ -272,7 +284,11 @@ void Engine::CallJs(Napi::Env env, Napi::Function fn, Engine *self, void *) {
   fn.Call({arr});
 }
 
-void Engine::OnFinalize(Napi::Env env, void *, Engine *self) {
+void Engine::OnFinalize(Napi::Env env, void *, Outbox *box) {
+  Engine *self = box->engine;
+  delete box;
+  if (self == nullptr) return;  // the Engine was collected (and its thread joined) first
+  self->outbox_ = nullptr;
   if (self->thread_.joinable()) self->thread_.join();
   self->finalized_ = true;
   if (self->hookAdded_) {
@@ -285,11 +301,6 @@ void Engine::OnFinalize(Napi::Env env, void *, Engine *self) {
     // environment shutting down: nobody is waiting any more
   }
   self->closeWaiters_.clear();
-  try {
-    self->Unref();
-  } catch (...) {
-    // environment teardown: references can no longer change
-  }
 }
 
 static void ReadSampling(Napi::Env env, const Napi::Object &o, SamplerParams &s, int32_t nVocab) {

@@ -31,10 +31,20 @@ class Engine : public Napi::ObjectWrap<Engine> {
   Napi::Value Close(const Napi::CallbackInfo &info);
   Napi::Value Stats(const Napi::CallbackInfo &info);
 
+  // What the engine thread hands to JS. It outlives the Engine when the JS object is
+  // collected first (the thread-safe function may still run or finalize after that), so
+  // calls into JS and the finalizer reach the Engine only through `engine`.
+  struct Outbox {
+    std::mutex mu;
+    std::vector<Event> events;
+    bool scheduled = false;
+    Engine *engine = nullptr;  // nullptr once the Engine is destroyed
+  };
+
   void ThreadMain();
   void Post(std::vector<Event> &&events);
-  static void CallJs(Napi::Env env, Napi::Function fn, Engine *self, void *);
-  static void OnFinalize(Napi::Env env, void *, Engine *self);
+  static void CallJs(Napi::Env env, Napi::Function fn, Outbox *box);
+  static void OnFinalize(Napi::Env env, void *, Outbox *box);
   void StopAndJoin();
   static void TeardownHook(void *arg);
 
@@ -42,9 +52,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   std::unique_ptr<Scheduler> sched_;
   std::thread thread_;
   Napi::ThreadSafeFunction tsfn_;
-  std::mutex outMu_;
-  std::vector<Event> outbox_;
-  bool scheduled_ = false;
+  Outbox *outbox_ = nullptr;  // owned by the thread-safe function (freed in OnFinalize)
   bool closeRequested_ = false;
   bool finalized_ = false;
   bool refd_ = true;

@@ -32,6 +32,11 @@ export type ContextSettings = Omit<NativeReady, 'flashAttention' | 'kvTypeK' | '
 
 let nextRequestId = 1;
 
+// Contexts with work in flight (a request, or creation). The native engine holds no strong
+// reference to its Context (its event callback goes through a WeakRef), so an idle context
+// nobody references is collected and its engine thread stops; a busy one stays here.
+const busyContexts = new Set<Context>();
+
 /**
  * One running request. Iterate it for events (once), or await `result`.
  * Breaking out of the iteration cancels the request.
@@ -205,7 +210,16 @@ export class Context {
         markerEnd: this.markers.end,
         ...(this.markers.payloadStart ? { markerPayloadStart: this.markers.payloadStart, markerPayloadEnd: this.markers.payloadEnd } : {}),
       } : {}),
-    }, (events) => this.#onEvents(events));
+    }, Context.#eventSink(new WeakRef(this)));
+    busyContexts.add(this); // until 'ready' (or the creation error) arrives
+  }
+
+  // A static scope: the callback captures only the WeakRef, never `this`.
+  static #eventSink(ref: WeakRef<Context>): (events: NativeEvent[]) => void {
+    return (events) => {
+      const ctx = ref.deref();
+      if (ctx) ctx.#onEvents(events);
+    };
   }
 
   /** @internal */
@@ -355,8 +369,11 @@ export class Context {
   }
 
   #updateRef(): void {
+    const busy = this.#requests.size > 0 || this.#ready !== undefined;
+    if (busy) busyContexts.add(this);
+    else busyContexts.delete(this);
     if (this.#disposed && this.#requests.size === 0) return;
-    this.#native.setRef(this.#requests.size > 0 || this.#ready !== undefined);
+    this.#native.setRef(busy);
   }
 
   /**
@@ -570,6 +587,7 @@ export class Context {
         entry.gen.onError(new LlamuxError('DISPOSED', 'The context was disposed'));
       }
       this.#requests.clear();
+      busyContexts.delete(this);
       this.#native.setRef(false);
       for (const fn of this.#onDispose) fn();
     });

@@ -97,7 +97,9 @@ export class Model {
   /** @internal default tool-call markers for this model's contexts */
   defaultMarkers: MarkerOption | undefined;
   #native: NativeModel | undefined;
-  #contexts = new Set<Context>();
+  // Weak: an undisposed context that nobody references is collected (its engine stops).
+  #contexts = new Set<WeakRef<Context>>();
+  #collected = new FinalizationRegistry<WeakRef<Context>>((ref) => this.#contexts.delete(ref));
   #vocab: VocabInfo | undefined;
   #metadata: ModelMetadata | undefined;
   #eog: Set<number> | undefined;
@@ -225,15 +227,20 @@ export class Model {
     if (this.vocabOnly) throw new LlamuxError('UNSUPPORTED', 'This model was loaded with vocabOnly: it has no weights to run a context on');
     const o = parseOptions(ContextOptionsSchema, options, 'context options');
     const ctx = await Context.create(this, o);
-    this.#contexts.add(ctx);
-    ctx.onDispose(() => this.#contexts.delete(ctx));
+    const ref = new WeakRef(ctx);
+    this.#contexts.add(ref);
+    this.#collected.register(ctx, ref, ref);
+    ctx.onDispose(() => {
+      this.#contexts.delete(ref);
+      this.#collected.unregister(ref);
+    });
     return ctx;
   }
 
   /** Disposes every context of this model, then frees the weights. Idempotent. */
   async dispose(): Promise<void> {
     if (!this.#native) return;
-    const contexts = [...this.#contexts];
+    const contexts = [...this.#contexts].flatMap((r) => r.deref() ?? []);
     await Promise.all(contexts.map((c) => c.dispose()));
     this.#native?.dispose();
     this.#native = undefined;
