@@ -60,7 +60,7 @@ Sequence *Scheduler::SpillIdleSession(const std::string &keep) {
 void Scheduler::ForgetSession(const std::string &id) {
   if (sessions_.Find(id) == nullptr) return;
   sessions_.Erase(id);  // a pinned sequence's KV stays as a plain cache
-  if (StateCache *ram = tiers_->Ram()) {
+  if (RamTier *ram = tiers_->Ram()) {
     if (CacheEntry *e = ram->FindSession(id)) ram->Erase(e->id);
   }
   UpdateCounters();
@@ -104,7 +104,7 @@ Scheduler::Placement Scheduler::ForkSession(Request &r) {
   Sequence *target = FreeSequence({});
   if (target == nullptr) target = SpillIdleSession(p.forkFrom);
   if (target == nullptr) return Placement::Wait;
-  StateCache *ram = tiers_->Ram();
+  RamTier *ram = tiers_->Ram();
   if (target->tokens.size() >= (ram ? ram->BlockSize() : SIZE_MAX)) SaveState(*target, "");
   from = sessions_.Find(p.forkFrom);  // still there: nothing above forgets sessions
   llama_memory_seq_rm(mem_, target->seq, -1, -1);
@@ -157,9 +157,9 @@ Scheduler::Placement Scheduler::PrepareSession(Request &r, SessionState *sess) {
   full.insert(full.end(), r.tokens.begin(), r.tokens.end());
   r.tokens.swap(full);
   if (r.tokens.empty()) return fail(ErrorCode::InvalidArgument, "Nothing to continue from: the session and the tail are empty");
-  if (r.tokens.size() >= nCtxSeq_) {
+  if (r.tokens.size() >= sequenceContextSize_) {
     return fail(ErrorCode::ContextOverflow, "The session plus the tail has " + std::to_string(r.tokens.size()) +
-                                                " tokens but a sequence of this context holds " + std::to_string(nCtxSeq_));
+                                                " tokens but a sequence of this context holds " + std::to_string(sequenceContextSize_));
   }
   r.nPrompt = r.tokens.size();
   r.stats.promptTokens = static_cast<int32_t>(r.nPrompt);
@@ -171,14 +171,14 @@ ReuseInputs Scheduler::MeasureReuse(Request &r, Sequence &target, bool pinned) {
   ReuseInputs in;
   in.enabled = cfg_.prefixCache;
   in.canTruncate = canTruncate_;
-  in.unifiedKv = cfg_.kvUnified;
+  in.unifiedKv = cfg_.unifiedKv;
   in.pinned = pinned;
   in.promptTokens = r.tokens.size();
   in.liveTokens = target.tokens.size();
   in.liveCommon = CommonPrefix(target.tokens, r.tokens);
   in.target = target.seq;
   if (!cfg_.prefixCache) return in;
-  StateCache *ram = tiers_->Ram();
+  RamTier *ram = tiers_->Ram();
   SessionState *sess = r.p->sessionId.empty() ? nullptr : sessions_.Find(r.p->sessionId);
   if (sess != nullptr && sess->sequence < 0 && ram != nullptr) {
     if (CacheEntry *e = ram->FindSession(r.p->sessionId)) {
@@ -187,7 +187,7 @@ ReuseInputs Scheduler::MeasureReuse(Request &r, Sequence &target, bool pinned) {
       in.sessionCommon = CommonPrefix(e->tokens, r.tokens);
     }
   }
-  if (cfg_.kvUnified) {
+  if (cfg_.unifiedKv) {
     for (auto &s : sequences_) in.sequenceCommon.push_back(CommonPrefix(KvTokens(s), r.tokens));
   }
   if (ram != nullptr) {
@@ -211,7 +211,7 @@ ReuseInputs Scheduler::MeasureReuse(Request &r, Sequence &target, bool pinned) {
 // Makes the target hold the plan's KV. Returns the prompt tokens it provides; on a failed
 // restore the plan becomes None (the sequence is empty, the prompt is prefilled cold).
 size_t Scheduler::ApplyReuse(Request &r, Sequence &target, ReusePlan &plan, const ReuseInputs &in, double *restoreMs) {
-  StateCache *ram = tiers_->Ram();
+  RamTier *ram = tiers_->Ram();
   bool unpinned = !sessions_.IsPinned(target.seq);
   auto fallBack = [&] {  // the target's own KV, untouched
     plan.source = plan.liveCommon > 0 ? ReuseSource::Live : ReuseSource::None;

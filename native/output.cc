@@ -56,7 +56,7 @@ bool Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output>
     switch (o.kind) {
       case MarkerMatcher::Kind::Text:
         for (llama_token t : o.tokens) {
-          if (r.p->emitTokens) r.pendingTokens.push_back(t);
+          if (r.p->tokens) r.pendingTokens.push_back(t);
           if (r.text->Push(Piece(t, r.p->renderSpecial), &r.pendingText)) return true;
         }
         break;
@@ -118,7 +118,7 @@ const char *Output::OnToken(Request &r, llama_token tok, size_t nCtxSeq) {
     stopped = ProcessOutputs(r, outs_);
     if (r.p->greedyToolSyntax) r.sampler.UseGreedy(r.matcher->WantsGreedy());
   } else {
-    if (r.p->emitTokens) r.pendingTokens.push_back(tok);
+    if (r.p->tokens) r.pendingTokens.push_back(tok);
     stopped = r.text->Push(Piece(tok, r.p->renderSpecial), &r.pendingText);
   }
   if (stopped) return "stop";

@@ -27,7 +27,7 @@ struct RequestParams {
   int32_t maxTokens = -1;  // -1: until end of generation or the context end
   std::vector<std::string> stops;
   SamplerParams sampling;
-  bool emitTokens = false;
+  bool tokens = false;          // the `tokens` option: token ids travel with text events
   bool renderSpecial = false;  // render control tokens into the text
   // KV reuse
   std::string sessionId;          // pin a sequence across requests
@@ -39,7 +39,7 @@ struct RequestParams {
   bool prefillOnly = false;       // warm the prompt's KV, generate nothing
   std::string forkFrom;           // copy session forkFrom into sessionId
   bool endSession = false;        // release sessionId (no generation)
-  bool markers = true;           // detect tool-call spans when the context has markers
+  bool toolCalls = true;        // the `toolCalls` option: detect spans when the context has markers
   bool greedyToolSyntax = true;  // sample the wrapper syntax with the greedy chain
 };
 
@@ -63,7 +63,7 @@ enum class EventType : uint8_t {
   Ready = 0,
   Text = 1,
   Final = 2,
-  EngineError = 3,
+  CreateFailed = 3,  // the llama_context could not be created
   Closed = 4,
   ToolCallStart = 5,
   ToolCallDelta = 6,
@@ -71,12 +71,13 @@ enum class EventType : uint8_t {
 };
 
 struct ReadyInfo {
-  uint32_t nCtx = 0, nCtxSeq = 0, nBatch = 0, nUbatch = 0, nSeqMax = 0;
-  int32_t nThreads = 0, nThreadsBatch = 0;
-  bool kvUnified = false;
-  int32_t flashAttn = -1;
-  int32_t typeK = 0, typeV = 0;
-  bool canTruncate = true;
+  // Named as in the JS ready report (ContextSettings).
+  uint32_t contextSize = 0, sequenceContextSize = 0, batchSize = 0, microBatchSize = 0, sequences = 0;
+  int32_t threads = 0, batchThreads = 0;
+  bool unifiedKv = false;
+  int32_t flashAttention = -1;
+  int32_t kvTypeK = 0, kvTypeV = 0;
+  bool canTruncateKv = true;
 };
 
 struct Event {

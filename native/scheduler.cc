@@ -8,7 +8,7 @@
 
 namespace llamux {
 
-Scheduler::Scheduler(llama_model *model, EngineConfig cfg, Flush flush)
+Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
     : model_(model), vocab_(llama_model_get_vocab(model)), cfg_(std::move(cfg)),
       output_(vocab_, &cfg_.markers, std::move(flush)) {
   nVocab_ = llama_vocab_n_tokens(vocab_);
@@ -27,16 +27,16 @@ bool Scheduler::AbortCallback(void *data) {
 bool Scheduler::Start(std::string *error) {
   llama_context_params cp = llama_context_default_params();
   int32_t hw = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-  cp.n_ctx = cfg_.nCtx;
-  cp.n_batch = cfg_.nBatch;
-  cp.n_ubatch = std::min(cfg_.nUbatch, cfg_.nBatch);
-  cp.n_seq_max = cfg_.nSeqMax;
-  cp.n_threads = cfg_.nThreads > 0 ? cfg_.nThreads : hw;
-  cp.n_threads_batch = cfg_.nThreadsBatch > 0 ? cfg_.nThreadsBatch : cp.n_threads;
-  cp.kv_unified = cfg_.kvUnified;
-  cp.flash_attn_type = static_cast<llama_flash_attn_type>(cfg_.flashAttn);
-  if (cfg_.typeK >= 0) cp.type_k = static_cast<ggml_type>(cfg_.typeK);
-  if (cfg_.typeV >= 0) cp.type_v = static_cast<ggml_type>(cfg_.typeV);
+  cp.n_ctx = cfg_.contextSize;
+  cp.n_batch = cfg_.batchSize;
+  cp.n_ubatch = std::min(cfg_.microBatchSize, cfg_.batchSize);
+  cp.n_seq_max = cfg_.sequences;
+  cp.n_threads = cfg_.threads > 0 ? cfg_.threads : hw;
+  cp.n_threads_batch = cfg_.batchThreads > 0 ? cfg_.batchThreads : cp.n_threads;
+  cp.kv_unified = cfg_.unifiedKv;
+  cp.flash_attn_type = static_cast<llama_flash_attn_type>(cfg_.flashAttention);
+  if (cfg_.kvTypeK >= 0) cp.type_k = static_cast<ggml_type>(cfg_.kvTypeK);
+  if (cfg_.kvTypeV >= 0) cp.type_v = static_cast<ggml_type>(cfg_.kvTypeV);
   cp.no_perf = true;
   cp.abort_callback = &Scheduler::AbortCallback;
   cp.abort_callback_data = this;
@@ -52,20 +52,20 @@ bool Scheduler::Start(std::string *error) {
     return false;
   }
   mem_ = llama_get_memory(ctx_);
-  cfg_.nBatch = llama_n_batch(ctx_);
-  cfg_.nUbatch = llama_n_ubatch(ctx_);
-  cfg_.nSeqMax = llama_n_seq_max(ctx_);
-  nCtxSeq_ = llama_n_ctx_seq(ctx_);
-  uint32_t tickBudget = cfg_.prefillChunk > 0 ? std::min(cfg_.prefillChunk, cfg_.nBatch) : cfg_.nBatch;
-  batch_ = std::make_unique<Batch>(ctx_, cfg_.nBatch, tickBudget);
+  cfg_.batchSize = llama_n_batch(ctx_);
+  cfg_.microBatchSize = llama_n_ubatch(ctx_);
+  cfg_.sequences = llama_n_seq_max(ctx_);
+  sequenceContextSize_ = llama_n_ctx_seq(ctx_);
+  uint32_t tickBudget = cfg_.prefillChunk > 0 ? std::min(cfg_.prefillChunk, cfg_.batchSize) : cfg_.batchSize;
+  batch_ = std::make_unique<Batch>(ctx_, cfg_.batchSize, tickBudget);
   // Recurrent and hybrid memories cannot drop a tail of a sequence: reuse only whole states.
   canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_);
-  sequences_.resize(cfg_.nSeqMax);
-  for (uint32_t i = 0; i < cfg_.nSeqMax; i++) sequences_[i].seq = static_cast<int32_t>(i);
-  sessions_ = SessionTable(cfg_.nSeqMax);
-  std::unique_ptr<StateCache> ram;
+  sequences_.resize(cfg_.sequences);
+  for (uint32_t i = 0; i < cfg_.sequences; i++) sequences_[i].seq = static_cast<int32_t>(i);
+  sessions_ = SessionTable(cfg_.sequences);
+  std::unique_ptr<RamTier> ram;
   std::unique_ptr<DiskTier> disk;
-  if (cfg_.cacheRamBytes > 0 && cfg_.prefixCache) ram = std::make_unique<StateCache>(cfg_.cacheRamBytes);
+  if (cfg_.cacheRamBytes > 0 && cfg_.prefixCache) ram = std::make_unique<RamTier>(cfg_.cacheRamBytes);
   counters_.ramBudget = cfg_.cacheRamBytes;
   counters_.kvCellsTotal = llama_n_ctx(ctx_);
   lastExpiry_ = Clock::now();
@@ -75,7 +75,7 @@ bool Scheduler::Start(std::string *error) {
     h.UpdateString(cfg_.modelFingerprint);
     h.UpdateValue(cp.type_k);
     h.UpdateValue(cp.type_v);
-    h.UpdateValue(cfg_.kvUnified);
+    h.UpdateValue(cfg_.unifiedKv);
     h.UpdateValue(static_cast<int32_t>(llama_n_ctx_seq(ctx_)));
     std::string fp = h.Hex();
     disk = std::make_unique<DiskTier>(cfg_.cacheDir + "/" + fp.substr(0, 16), fp, cfg_.cacheDiskBytes);
@@ -86,18 +86,18 @@ bool Scheduler::Start(std::string *error) {
 
   Event ev;
   ev.type = EventType::Ready;
-  ev.ready.nCtx = llama_n_ctx(ctx_);
-  ev.ready.nCtxSeq = nCtxSeq_;
-  ev.ready.nBatch = cfg_.nBatch;
-  ev.ready.nUbatch = cfg_.nUbatch;
-  ev.ready.nSeqMax = cfg_.nSeqMax;
-  ev.ready.nThreads = llama_n_threads(ctx_);
-  ev.ready.nThreadsBatch = llama_n_threads_batch(ctx_);
-  ev.ready.kvUnified = cfg_.kvUnified;
-  ev.ready.flashAttn = cfg_.flashAttn;
-  ev.ready.typeK = static_cast<int32_t>(cp.type_k);
-  ev.ready.typeV = static_cast<int32_t>(cp.type_v);
-  ev.ready.canTruncate = canTruncate_;
+  ev.ready.contextSize = llama_n_ctx(ctx_);
+  ev.ready.sequenceContextSize = sequenceContextSize_;
+  ev.ready.batchSize = cfg_.batchSize;
+  ev.ready.microBatchSize = cfg_.microBatchSize;
+  ev.ready.sequences = cfg_.sequences;
+  ev.ready.threads = llama_n_threads(ctx_);
+  ev.ready.batchThreads = llama_n_threads_batch(ctx_);
+  ev.ready.unifiedKv = cfg_.unifiedKv;
+  ev.ready.flashAttention = cfg_.flashAttention;
+  ev.ready.kvTypeK = static_cast<int32_t>(cp.type_k);
+  ev.ready.kvTypeV = static_cast<int32_t>(cp.type_v);
+  ev.ready.canTruncateKv = canTruncate_;
   output_.Emit(std::move(ev));
   output_.FlushEvents(active_, true);
   return true;
@@ -107,7 +107,7 @@ bool Scheduler::Start(std::string *error) {
 
 bool Scheduler::Submit(std::unique_ptr<RequestParams> params) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (waitingCount_ >= cfg_.maxQueued + cfg_.nSeqMax) return false;
+  if (waitingCount_ >= cfg_.maxQueued + cfg_.sequences) return false;
   waitingCount_++;
   submitted_.push_back(std::move(params));
   cv_.notify_one();
@@ -192,16 +192,16 @@ void Scheduler::DrainCommands(bool wait) {
     if (!TokenizePrompt(*r, &error)) {
     } else if (r->tokens.empty() && !r->p->continueSession) {
       error = "The prompt is empty: it produced no tokens";
-    } else if (r->tokens.size() >= nCtxSeq_) {
+    } else if (r->tokens.size() >= sequenceContextSize_) {
       code = ErrorCode::ContextOverflow;
       error = "The prompt has " + std::to_string(r->tokens.size()) + " tokens but a sequence of this context holds " +
-              std::to_string(nCtxSeq_) + " (one more is needed to generate); use a larger contextSize or a shorter prompt";
-    } else if (!r->sampler.Init(vocab_, r->p->sampling, cfg_.markers.Enabled() && r->p->markers && r->p->greedyToolSyntax,
+              std::to_string(sequenceContextSize_) + " (one more is needed to generate); use a larger contextSize or a shorter prompt";
+    } else if (!r->sampler.Init(vocab_, r->p->sampling, cfg_.markers.Enabled() && r->p->toolCalls && r->p->greedyToolSyntax,
                                 &error)) {
     } else {
       failed = false;
     }
-    if (!failed && cfg_.markers.Enabled() && r->p->markers) r->matcher = std::make_unique<MarkerMatcher>(&cfg_.markers);
+    if (!failed && cfg_.markers.Enabled() && r->p->toolCalls) r->matcher = std::make_unique<MarkerMatcher>(&cfg_.markers);
     r->nPrompt = r->tokens.size();
     r->stats.promptTokens = static_cast<int32_t>(r->nPrompt);
     if (failed) {
@@ -239,8 +239,8 @@ void Scheduler::DrainCommands(bool wait) {
 }
 
 void Scheduler::UpdateCounters() {
-  if (ctx_ != nullptr) counters_.kvCellsUsed = KvCellsUsed(ctx_, cfg_.nSeqMax, cfg_.kvUnified);
-  StateCache *ram = tiers_ ? tiers_->Ram() : nullptr;
+  if (ctx_ != nullptr) counters_.kvCellsUsed = KvCellsUsed(ctx_, cfg_.sequences, cfg_.unifiedKv);
+  RamTier *ram = tiers_ ? tiers_->Ram() : nullptr;
   DiskTier *disk = tiers_ ? tiers_->Disk() : nullptr;
   counters_.ramBytes = ram ? ram->Bytes() : 0;
   counters_.ramEntries = ram ? ram->Count() : 0;
@@ -344,7 +344,7 @@ void Scheduler::DecodeBatch() {
         Fail(r, ErrorCode::DecodeFailed, "llama.cpp returned no logits for this sequence");
         continue;
       }
-      if (const char *reason = output_.OnToken(r, tok, nCtxSeq_)) Finish(r, reason);
+      if (const char *reason = output_.OnToken(r, tok, sequenceContextSize_)) Finish(r, reason);
     }
     return;
   }
@@ -432,7 +432,7 @@ void Scheduler::Run() {
       progressed = true;
     }
     output_.FlushEvents(active_, false);
-    counters_.kvCellsUsed = KvCellsUsed(ctx_, cfg_.nSeqMax, cfg_.kvUnified);
+    counters_.kvCellsUsed = KvCellsUsed(ctx_, cfg_.sequences, cfg_.unifiedKv);
     // A finished request frees its sequence (and maybe a session someone waits for).
     for (auto &rp : active_) progressed = progressed || rp->done;
     active_.erase(std::remove_if(active_.begin(), active_.end(), [](const std::unique_ptr<Request> &r) { return r->done; }),

@@ -31,19 +31,19 @@
 
 namespace llamux {
 
-struct EngineConfig {
-  uint32_t nCtx = 4096;
-  uint32_t nBatch = 512;
-  uint32_t nUbatch = 512;
-  uint32_t nSeqMax = 1;
-  int32_t nThreads = 0;       // 0: hardware threads
-  int32_t nThreadsBatch = 0;  // 0: same as nThreads
-  bool kvUnified = true;
-  int32_t flashAttn = -1;  // -1 auto, 0 off, 1 on
-  int32_t typeK = -1;      // ggml_type, -1: llama.cpp default
-  int32_t typeV = -1;
+struct ContextConfig {
+  uint32_t contextSize = 4096;
+  uint32_t batchSize = 512;
+  uint32_t microBatchSize = 512;
+  uint32_t sequences = 1;
+  int32_t threads = 0;       // 0: hardware threads
+  int32_t batchThreads = 0;  // 0: same as nThreads
+  bool unifiedKv = true;
+  int32_t flashAttention = -1;  // -1 auto, 0 off, 1 on
+  int32_t kvTypeK = -1;      // ggml_type, -1: llama.cpp default
+  int32_t kvTypeV = -1;
   uint32_t maxQueued = 1024;
-  uint32_t prefillChunk = 0;  // prompt tokens per tick, 0: nBatch
+  uint32_t prefillChunk = 0;  // prompt tokens per tick, 0: batchSize
   MarkerSet markers;          // tool-call markers (token ids); empty: plain text path
   size_t cacheRamBytes = 256u << 20;  // RAM tier budget; 0 disables it
   uint32_t sessionTtlMs = 600000;     // idle sessions are released after this
@@ -65,7 +65,7 @@ class Scheduler {
  public:
   using Flush = std::function<void(std::vector<Event> &&)>;
 
-  Scheduler(llama_model *model, EngineConfig cfg, Flush flush);
+  Scheduler(llama_model *model, ContextConfig cfg, Flush flush);
   ~Scheduler();
 
   // ---- called from the JS thread -------------------------------------------------
@@ -118,10 +118,10 @@ class Scheduler {
   llama_model *model_;
   const llama_vocab *vocab_;
   int32_t nVocab_;
-  EngineConfig cfg_;
+  ContextConfig cfg_;
   llama_context *ctx_ = nullptr;
   llama_memory_t mem_ = nullptr;
-  uint32_t nCtxSeq_ = 0;
+  uint32_t sequenceContextSize_ = 0;
   bool canTruncate_ = true;
 
   // Commands from JS.

@@ -1,4 +1,4 @@
-// Saved sequence states: the RAM tier (StateCache, prefix_cache.h) and the disk tier
+// Saved sequence states: the RAM tier (RamTier, ram_tier.h) and the disk tier
 // (DiskTier, disk_tier.h) behind one interface, so the scheduler never copies KV bytes
 // itself. Plain C++, engine thread only.
 #pragma once
@@ -9,17 +9,17 @@
 #include <vector>
 
 #include "disk_tier.h"
-#include "prefix_cache.h"
+#include "ram_tier.h"
 #include "request_state.h"
 
 namespace llamux {
 
 class StateTiers {
  public:
-  StateTiers(llama_context *ctx, std::unique_ptr<StateCache> ram, std::unique_ptr<DiskTier> disk)
+  StateTiers(llama_context *ctx, std::unique_ptr<RamTier> ram, std::unique_ptr<DiskTier> disk)
       : ctx_(ctx), mem_(llama_get_memory(ctx)), ram_(std::move(ram)), disk_(std::move(disk)) {}
 
-  StateCache *Ram() { return ram_.get(); }
+  RamTier *Ram() { return ram_.get(); }
   DiskTier *Disk() { return disk_.get(); }
   bool Any() const { return ram_ || disk_; }
 
@@ -39,7 +39,7 @@ class StateTiers {
 
   llama_context *ctx_;
   llama_memory_t mem_;
-  std::unique_ptr<StateCache> ram_;
+  std::unique_ptr<RamTier> ram_;
   std::unique_ptr<DiskTier> disk_;
 };
 

@@ -62,7 +62,7 @@ export interface NativeModel {
   dispose(): void;
 }
 
-export interface NativeEngineOptions {
+export interface NativeContextOptions {
   contextSize: number;
   batchSize: number;
   microBatchSize: number;
@@ -102,9 +102,9 @@ export interface NativeRequest {
   parseSpecial: boolean;
   maxTokens: number;
   stop: string[];
-  emitTokens: boolean;
+  tokens: boolean;
   renderSpecial: boolean;
-  markers: boolean;
+  toolCalls: boolean;
   greedyToolSyntax: boolean;
   temperature: number;
   topK: number;
@@ -192,10 +192,10 @@ export type NativeEvent =
   | { type: 'toolCallStart'; id: number; index: number }
   | { type: 'toolCallDelta'; id: number; index: number; text: string }
   | { type: 'toolCallEnd'; id: number; index: number; text: string; tokens: Int32Array; truncated: boolean }
-  | { type: 'engineError'; id: number; code: string; message: string }
+  | { type: 'createFailed'; id: number; code: string; message: string }
   | { type: 'closed'; id: number };
 
-export interface NativeEngine {
+export interface NativeContext {
   submit(params: NativeRequest): void;
   cancel(id: number): void;
   pause(id: number, paused: boolean): void;
@@ -237,7 +237,7 @@ export interface NativeBinding {
   Model: {
     load(path: string, options: NativeLoadOptions, abortFlag: Int32Array, onProgress?: (p: number) => void): Promise<NativeModel>;
   };
-  Engine: new (model: NativeModel, options: NativeEngineOptions, onEvents: (events: NativeEvent[]) => void) => NativeEngine;
+  Context: new (model: NativeModel, options: NativeContextOptions, onEvents: (events: NativeEvent[]) => void) => NativeContext;
   /** Test hooks over plain C++ pieces of the engine. */
   testing: {
     markerMatcher(

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
-import { native, type NativeCacheStats, type NativeEngine, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
+import { native, type NativeCacheStats, type NativeContext, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
 import { AsyncQueue } from './async-queue.js';
 import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
 import type { CacheReport, FinalEvent, FinishReason, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
@@ -166,7 +166,7 @@ export class Context {
   readonly model: Model;
   /** Tool-call markers in use (token ids), or undefined for the plain text path. */
   readonly markers: ResolvedMarkers | undefined;
-  #native: NativeEngine;
+  #native: NativeContext;
   #settings: ContextSettings | undefined;
   #requests = new Map<number, { gen: Generation; signal?: AbortSignal; onAbort?: () => void }>();
   #disposed = false;
@@ -188,7 +188,7 @@ export class Context {
     this.#maxPending = opts.sequences + opts.maxQueued;
     this.markers = resolveMarkers(model, opts.toolCallMarkers ?? model.defaultMarkers);
     const fa = opts.flashAttention === 'on' ? 1 : opts.flashAttention === 'off' ? 0 : -1;
-    this.#native = new native.Engine(model.nativeHandle(), {
+    this.#native = new native.Context(model.nativeHandle(), {
       contextSize: opts.contextSize,
       batchSize: Math.max(opts.batchSize, opts.sequences),
       microBatchSize: opts.microBatchSize,
@@ -280,7 +280,7 @@ export class Context {
     const what = cause instanceof Error ? cause.message : String(cause);
     const err = new LlamuxError('INTERNAL', `Internal error while delivering a "${ev.type}" event: ${what}`, { cause });
     process.emitWarning(err.message, { code: 'LLAMUX_INTERNAL', detail: cause instanceof Error ? cause.stack : undefined });
-    if (ev.type === 'ready' || ev.type === 'engineError') {
+    if (ev.type === 'ready' || ev.type === 'createFailed') {
       this.#ready?.reject(err);
       this.#ready = undefined;
       return;
@@ -300,7 +300,7 @@ export class Context {
         this.#ready?.resolve();
         this.#ready = undefined;
         return;
-      case 'engineError': {
+      case 'createFailed': {
         const err = new LlamuxError(toErrorCode(ev.code), `Could not create the context: ${ev.message}`);
         this.#disposed = true;
         this.#native.close().catch(() => {});
@@ -617,9 +617,9 @@ function baseRequest(id: number, prompt?: Int32Array): NativeRequest {
     parseSpecial: false,
     maxTokens: -1,
     stop: [],
-    emitTokens: false,
+    tokens: false,
     renderSpecial: false,
-    markers: false,
+    toolCalls: false,
     greedyToolSyntax: false,
     temperature: 0,
     topK: 0,
@@ -642,9 +642,9 @@ function toNativeRequest(id: number, o: ParsedGenerateOptions): NativeRequest {
     parseSpecial: o.parseSpecial,
     maxTokens: o.maxTokens ?? -1,
     stop: o.stop,
-    emitTokens: o.tokens,
+    tokens: o.tokens,
     renderSpecial: o.renderSpecial,
-    markers: o.toolCalls,
+    toolCalls: o.toolCalls,
     greedyToolSyntax: o.greedyToolSyntax,
     temperature: o.temperature,
     topK: o.topK,

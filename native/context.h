@@ -1,4 +1,4 @@
-// Engine: the JS-visible owner of one llama_context and the native thread that runs
+// Context: the JS-visible owner of one llama_context and the native thread that runs
 // every decode for it. Events travel to JS in batches through one ThreadSafeFunction,
 // with at most one call queued at a time.
 #pragma once
@@ -14,14 +14,14 @@
 
 namespace llamux {
 
-class Engine : public Napi::ObjectWrap<Engine> {
+class Context : public Napi::ObjectWrap<Context> {
  public:
   static Napi::Object Init(Napi::Env env, Napi::Object exports);
   // Stops and joins every engine thread of this process (JS calls it on 'exit', before
   // static destructors run under a still-decoding thread).
   static Napi::Value ShutdownAll(const Napi::CallbackInfo &info);
-  explicit Engine(const Napi::CallbackInfo &info);
-  ~Engine() override;
+  explicit Context(const Napi::CallbackInfo &info);
+  ~Context() override;
 
  private:
   Napi::Value Submit(const Napi::CallbackInfo &info);
@@ -31,14 +31,14 @@ class Engine : public Napi::ObjectWrap<Engine> {
   Napi::Value Close(const Napi::CallbackInfo &info);
   Napi::Value Stats(const Napi::CallbackInfo &info);
 
-  // What the engine thread hands to JS. It outlives the Engine when the JS object is
+  // What the engine thread hands to JS. It outlives the Context when the JS object is
   // collected first (the thread-safe function may still run or finalize after that), so
-  // calls into JS and the finalizer reach the Engine only through `engine`.
+  // calls into JS and the finalizer reach the Context only through `context`.
   struct Outbox {
     std::mutex mu;
     std::vector<Event> events;
     bool scheduled = false;
-    Engine *engine = nullptr;  // nullptr once the Engine is destroyed
+    Context *context = nullptr;  // nullptr once the Context is destroyed
   };
 
   void ThreadMain();
