@@ -81,32 +81,33 @@ Scheduler::Placement Scheduler::EndSession(Request &r) {
   } else {
     ForgetSession(sid);
   }
-  output_.Emit(Event::Final(r.p->id, "done", r.stats));
+  output_.Emit(Event::SessionDone(r.p->id));
   return Placement::Done;
 }
 
 Scheduler::Placement Scheduler::ForkSession(Request &r) {
   const RequestParams &p = *r.p;
-  SessionState *from = sessions_.Find(p.forkFrom);
+  const std::string &fromId = p.command->from;
+  SessionState *from = sessions_.Find(fromId);
   if (from == nullptr) {
-    output_.Emit(Event::Failed(p.id, ErrorCode::InvalidArgument, "Unknown session \"" + p.forkFrom + "\"", r.stats));
+    output_.Emit(Event::SessionFailed(p.id, ErrorCode::InvalidArgument, "Unknown session \"" + fromId + "\""));
     return Placement::Done;
   }
   if (sessions_.Find(p.sessionId) != nullptr) {
-    output_.Emit(Event::Failed(p.id, ErrorCode::InvalidArgument, "Session \"" + p.sessionId + "\" already exists", r.stats));
+    output_.Emit(Event::SessionFailed(p.id, ErrorCode::InvalidArgument, "Session \"" + p.sessionId + "\" already exists"));
     return Placement::Done;
   }
   if (from->busy) {
     if (p.waitForSession) return Placement::Wait;
-    output_.Emit(Event::Failed(p.id, ErrorCode::SessionBusy, "Session \"" + p.forkFrom + "\" is running a request", r.stats));
+    output_.Emit(Event::SessionFailed(p.id, ErrorCode::SessionBusy, "Session \"" + fromId + "\" is running a request"));
     return Placement::Done;
   }
   Sequence *target = FreeSequence({});
-  if (target == nullptr) target = SpillIdleSession(p.forkFrom);
+  if (target == nullptr) target = SpillIdleSession(fromId);
   if (target == nullptr) return Placement::Wait;
   RamTier *ram = tiers_->Ram();
   if (target->tokens.size() >= (ram ? ram->BlockSize() : SIZE_MAX)) SaveState(*target, "");
-  from = sessions_.Find(p.forkFrom);  // still there: nothing above forgets sessions
+  from = sessions_.Find(fromId);  // still there: nothing above forgets sessions
   llama_memory_seq_rm(mem_, target->seq, -1, -1);
   target->tokens.clear();
   if (from->sequence >= 0) {
@@ -115,7 +116,7 @@ Scheduler::Placement Scheduler::ForkSession(Request &r) {
     target->tokens = src.tokens;
   } else if (ram != nullptr) {
     double ms = 0;
-    if (CacheEntry *e = ram->FindSession(p.forkFrom)) tiers_->Restore(*target, e->tokens, e->blob, &ms);
+    if (CacheEntry *e = ram->FindSession(fromId)) tiers_->Restore(*target, e->tokens, e->blob, &ms);
   }
   std::vector<llama_token> transcript = from->transcript;
   SessionState &dst = sessions_.Create(p.sessionId);
@@ -125,7 +126,7 @@ Scheduler::Placement Scheduler::ForkSession(Request &r) {
   sessions_.Pin(p.sessionId, target->seq);
   target->lastUsed = dst.lastUsed;
   UpdateCounters();
-  output_.Emit(Event::Final(p.id, "done", r.stats));
+  output_.Emit(Event::SessionDone(p.id));
   return Placement::Done;
 }
 
@@ -292,8 +293,7 @@ size_t Scheduler::ApplyReuse(Request &r, Sequence &target, ReusePlan &plan, cons
 Scheduler::Placement Scheduler::TryAdmit(Request &r) {
   if (r.diskPending) return Placement::Wait;
   const RequestParams &p = *r.p;
-  if (p.endSession) return EndSession(r);
-  if (!p.forkFrom.empty()) return ForkSession(r);
+  if (p.command) return p.command->op == SessionCommand::Op::End ? EndSession(r) : ForkSession(r);
   const std::string &sid = p.sessionId;
   SessionState *sess = sid.empty() ? nullptr : sessions_.Find(sid);
   Placement checked = PrepareSession(r, sess);

@@ -59,6 +59,7 @@ const char *EventTypeName(EventType t) {
     case EventType::ToolCallStart: return "toolCallStart";
     case EventType::ToolCallDelta: return "toolCallDelta";
     case EventType::ToolCallEnd: return "toolCallEnd";
+    case EventType::SessionDone: return "sessionDone";
   }
   return "unknown";
 }
@@ -67,6 +68,7 @@ const char *EventTypeName(EventType t) {
 Napi::Object Context::Init(Napi::Env env, Napi::Object exports) {
   Napi::Function ctor = DefineClass(env, "Context", {
       InstanceMethod<&Context::Submit>("submit"),
+      InstanceMethod<&Context::SessionCommand>("sessionCommand"),
       InstanceMethod<&Context::Cancel>("cancel"),
       InstanceMethod<&Context::Pause>("pause"),
       InstanceMethod<&Context::SetRef>("setRef"),
@@ -262,6 +264,12 @@ void Context::CallJs(Napi::Env env, Napi::Function fn, Outbox *box) {
         break;
       case EventType::Closed:
         break;
+      case EventType::SessionDone:
+        if (!e.code.empty()) {
+          o.Set("code", e.code);
+          o.Set("message", e.message);
+        }
+        break;
       case EventType::ToolCallStart:
         o.Set("index", e.index);
         break;
@@ -367,8 +375,6 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
   p->continueSession = GetBool(o, "continueSession", false);
   p->prefillOnly = GetBool(o, "prefillOnly", false);
-  p->forkFrom = GetString(o, "forkFrom", "");
-  p->endSession = GetBool(o, "endSession", false);
   Napi::Value expect = o.Get("expectCommitted");
   if (expect.IsTypedArray()) {
     Napi::Int32Array e = expect.As<Napi::Int32Array>();
@@ -385,6 +391,34 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
     }
   }
   ReadSampling(env, o, p->sampling, model_->n_vocab);
+  if (!sched_->Submit(std::move(p))) {
+    ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
+  }
+  return env.Undefined();
+}
+
+// sessionCommand({ id, op: 'end' | 'fork', sessionId, from?, wait?, sessionTtlMs? }) -> undefined;
+// the result arrives as a sessionDone event. Throws QUEUE_FULL or DISPOSED.
+Napi::Value Context::SessionCommand(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (closeRequested_) ThrowCoded(env, ErrorCode::Disposed, "The context has been disposed");
+  LLAMUX_REQUIRE_OBJECT(info, 0, "command");
+  Napi::Object o = info[0].As<Napi::Object>();
+  auto p = std::make_unique<RequestParams>();
+  p->id = static_cast<uint64_t>(GetNumber(o, "id", 0));
+  p->command = std::make_unique<llamux::SessionCommand>();
+  std::string op = GetString(o, "op", "");
+  if (op == "end") {
+    p->command->op = llamux::SessionCommand::Op::End;
+  } else if (op == "fork") {
+    p->command->op = llamux::SessionCommand::Op::Fork;
+    p->command->from = GetString(o, "from", "");
+  } else {
+    throw Napi::TypeError::New(env, "command.op must be 'end' or 'fork'");
+  }
+  p->sessionId = GetString(o, "sessionId", "");
+  p->waitForSession = GetBool(o, "wait", false);
+  p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
   if (!sched_->Submit(std::move(p))) {
     ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
   }

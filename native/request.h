@@ -17,6 +17,13 @@ namespace llamux {
 
 using Clock = std::chrono::steady_clock;
 
+// A session command (ctx.endSession / forkSession): it travels in the request queue, so it
+// keeps its place among requests, but runs no decode and ends with a SessionDone event.
+struct SessionCommand {
+  enum class Op : uint8_t { End, Fork } op = Op::End;
+  std::string from;  // Fork: the session copied into RequestParams::sessionId
+};
+
 struct RequestParams {
   uint64_t id = 0;
   bool hasText = false;
@@ -37,8 +44,7 @@ struct RequestParams {
   bool hasExpect = false;         // verify the committed tokens (TRANSCRIPT_MISMATCH)
   std::vector<llama_token> expectCommitted;
   bool prefillOnly = false;       // warm the prompt's KV, generate nothing
-  std::string forkFrom;           // copy session forkFrom into sessionId
-  bool endSession = false;        // release sessionId (no generation)
+  std::unique_ptr<SessionCommand> command;  // set: a session command, not a generation
   bool toolCalls = true;        // the `toolCalls` option: detect spans when the context has markers
   bool greedyToolSyntax = true;  // sample the wrapper syntax with the greedy chain
 };
@@ -68,6 +74,7 @@ enum class EventType : uint8_t {
   ToolCallStart = 5,
   ToolCallDelta = 6,
   ToolCallEnd = 7,
+  SessionDone = 8,  // a session command finished (code/message set when it failed)
 };
 
 struct ReadyInfo {
@@ -101,6 +108,18 @@ struct Event {
     ev.id = id;
     ev.finishReason = reason;
     ev.stats = stats;
+    return ev;
+  }
+  static Event SessionDone(uint64_t id) {
+    Event ev;
+    ev.type = EventType::SessionDone;
+    ev.id = id;
+    return ev;
+  }
+  static Event SessionFailed(uint64_t id, ErrorCode code, const std::string &message) {
+    Event ev = SessionDone(id);
+    ev.code = ErrorCodeName(code);
+    ev.message = message;
     return ev;
   }
   static Event Failed(uint64_t id, ErrorCode code, const std::string &message, const FinalStats &stats) {

@@ -182,7 +182,7 @@ void Scheduler::DrainCommands(bool wait) {
     r->p = std::move(params);
     r->tSubmit = Clock::now();
     r->text = std::make_unique<TextStream>(r->p->stops);
-    if (r->p->endSession || !r->p->forkFrom.empty()) {  // session commands: no prompt
+    if (r->p->command) {  // session commands: no prompt
       waiting_.push_back(std::move(r));
       continue;
     }
@@ -275,7 +275,7 @@ bool Scheduler::Admit() {
     if (pl == Placement::Wait) {
       // A request waiting for its own busy session must not block the others.
       const RequestParams &p = *(*it)->p;
-      bool sessionWait = ((*it)->diskPending) || (p.waitForSession && (!p.sessionId.empty() || !p.forkFrom.empty()));
+      bool sessionWait = ((*it)->diskPending) || (p.waitForSession && !p.sessionId.empty());
       if (!sessionWait) {
         bool anyFree = false;
         for (auto &s : sequences_) anyFree = anyFree || (s.req == nullptr);
@@ -456,7 +456,9 @@ void Scheduler::Shutdown() {
     submitted_.clear();
   }
   for (auto &rp : waiting_) {
-    output_.Emit(Event::Failed(rp->p->id, ErrorCode::Disposed, "The context was disposed before the request started", rp->stats));
+    const char *what = "The context was disposed before the request started";
+    output_.Emit(rp->p->command ? Event::SessionFailed(rp->p->id, ErrorCode::Disposed, what)
+                                : Event::Failed(rp->p->id, ErrorCode::Disposed, what, rp->stats));
   }
   waiting_.clear();
   output_.FlushEvents(active_, true);

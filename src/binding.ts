@@ -96,8 +96,6 @@ export interface NativeRequest {
   continueSession?: boolean;
   expectCommitted?: Int32Array;
   prefillOnly?: boolean;
-  forkFrom?: string;
-  endSession?: boolean;
   addSpecial: boolean;
   parseSpecial: boolean;
   maxTokens: number;
@@ -183,7 +181,7 @@ export type NativeEvent =
   | {
       type: 'final';
       id: number;
-      finishReason: 'eog' | 'stop' | 'length' | 'abort' | 'error' | 'prefill' | 'done';
+      finishReason: 'eog' | 'stop' | 'length' | 'abort' | 'error' | 'prefill';
       code?: string;
       message?: string;
       stop?: string;
@@ -193,10 +191,25 @@ export type NativeEvent =
   | { type: 'toolCallDelta'; id: number; index: number; text: string }
   | { type: 'toolCallEnd'; id: number; index: number; text: string; tokens: Int32Array; truncated: boolean }
   | { type: 'createFailed'; id: number; code: string; message: string }
+  | { type: 'sessionDone'; id: number; code?: string; message?: string }
   | { type: 'closed'; id: number };
+
+/** ctx.endSession / forkSession: queued with the requests, answered by a sessionDone event. */
+export interface NativeSessionCommand {
+  id: number;
+  op: 'end' | 'fork';
+  /** The session to end, or the fork's new id. */
+  sessionId: string;
+  /** fork: the session to copy. */
+  from?: string;
+  /** fork: wait while `from` runs a request instead of SESSION_BUSY. */
+  wait?: boolean;
+  sessionTtlMs?: number;
+}
 
 export interface NativeContext {
   submit(params: NativeRequest): void;
+  sessionCommand(command: NativeSessionCommand): void;
   cancel(id: number): void;
   pause(id: number, paused: boolean): void;
   setRef(ref: boolean): void;

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
-import { native, type NativeCacheStats, type NativeContext, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
+import { native, type NativeCacheStats, type NativeContext, type NativeEvent, type NativeReady, type NativeRequest, type NativeSessionCommand } from './binding.js';
 import { AsyncQueue } from './async-queue.js';
 import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
 import type { CacheReport, FinalEvent, FinishReason, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
@@ -285,6 +285,12 @@ export class Context {
       this.#ready = undefined;
       return;
     }
+    const cmd = ev.type === 'sessionDone' ? this.#commands.get(ev.id) : undefined;
+    if (cmd) {
+      this.#commands.delete(ev.id);
+      cmd.reject(err);
+      return;
+    }
     const entry = this.#requests.get(ev.id);
     if (!entry) return;
     this.#requests.delete(ev.id);
@@ -335,11 +341,10 @@ export class Context {
           return;
         }
         const s = ev.stats;
-        // Checked: every native reason but abort/error is a FinishReason ('done' ends a
-        // session command, whose result nobody reads).
-        const reason: FinishReason | 'done' = ev.finishReason;
+        // Checked: every native reason but abort/error is a FinishReason.
+        const finishReason: FinishReason = ev.finishReason;
         entry.gen.onFinal({
-          finishReason: reason === 'done' ? 'eog' : reason,
+          finishReason,
           ...(ev.stop !== undefined ? { stop: ev.stop } : {}),
           promptTokens: s.promptTokens,
           reusedTokens: s.reusedTokens,
@@ -363,13 +368,21 @@ export class Context {
         });
         return;
       }
+      case 'sessionDone': {
+        const cmd = this.#commands.get(ev.id);
+        if (!cmd) return;
+        this.#commands.delete(ev.id);
+        if (ev.code === undefined) cmd.resolve();
+        else cmd.reject(new LlamuxError(toErrorCode(ev.code), ev.message ?? 'The session command failed'));
+        return;
+      }
       case 'closed':
         return;
     }
   }
 
   #updateRef(): void {
-    const busy = this.#requests.size > 0 || this.#ready !== undefined;
+    const busy = this.#requests.size > 0 || this.#commands.size > 0 || this.#ready !== undefined;
     if (busy) busyContexts.add(this);
     else busyContexts.delete(this);
     if (this.#disposed && this.#requests.size === 0) return;
@@ -424,7 +437,7 @@ export class Context {
     this.#requests.set(id, entry);
     this.#updateRef();
     const session = req.sessionId === undefined ? undefined : this.#sessions.get(req.sessionId);
-    if (session && !req.endSession && req.forkFrom === undefined) {
+    if (session) {
       Session.track(session, 'start');
       gen.result.then((r) => Session.track(session, 'end', r), () => Session.track(session, 'end'));
     }
@@ -512,11 +525,21 @@ export class Context {
     return this.#submit(gen, req, o.signal);
   }
 
-  async #control(req: NativeRequest): Promise<void> {
-    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
-    const gen = new Generation(req.id, false, 1 << 30, () => {}, () => {});
-    this.#submit(gen, req, undefined);
-    await gen.result;
+  /** Session commands in flight: they run no decode and end with a sessionDone event. */
+  #commands = new Map<number, { resolve: () => void; reject: (e: unknown) => void }>();
+
+  #sessionCommand(cmd: NativeSessionCommand): Promise<void> {
+    if (this.#disposed) return Promise.reject(new LlamuxError('DISPOSED', 'The context has been disposed'));
+    const ttl = this.#sessions.get(cmd.sessionId)?.ttlMs;
+    if (cmd.op === 'fork' && ttl !== undefined) cmd.sessionTtlMs = ttl;
+    try {
+      this.#native.sessionCommand(cmd);
+    } catch (e) {
+      return Promise.reject(fromNative(e));
+    }
+    const done = new Promise<void>((resolve, reject) => this.#commands.set(cmd.id, { resolve, reject }));
+    this.#updateRef();
+    return done;
   }
 
   /**
@@ -554,7 +577,7 @@ export class Context {
   }
 
   #endSession(sessionId: string): Promise<void> {
-    return this.#control({ ...baseRequest(nextRequestId++), sessionId, endSession: true });
+    return this.#sessionCommand({ id: nextRequestId++, op: 'end', sessionId });
   }
 
   /** Copies a session (shares its KV cells with unified KV) under a new id. */
@@ -563,10 +586,9 @@ export class Context {
   }
 
   #fork(from: string, to: string, wait: boolean): Promise<void> {
-    const req: NativeRequest = { ...baseRequest(nextRequestId++), sessionId: to, forkFrom: from, waitForSession: wait };
-    this.#withSessionTtl(req);
-    return this.#control(req);
+    return this.#sessionCommand({ id: nextRequestId++, op: 'fork', sessionId: to, from, wait });
   }
+
 
   /** RAM tier and session counters (the budget is never exceeded). */
   cacheStats(): NativeCacheStats {
@@ -583,6 +605,8 @@ export class Context {
     this.#disposed = true;
     this.#closing = this.#native.close().then(() => {
       // Requests that never got a final (should not happen) still end.
+      for (const [, cmd] of this.#commands) cmd.reject(new LlamuxError('DISPOSED', 'The context was disposed'));
+      this.#commands.clear();
       for (const [, entry] of this.#requests) {
         entry.gen.onError(new LlamuxError('DISPOSED', 'The context was disposed'));
       }

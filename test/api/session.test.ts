@@ -87,6 +87,26 @@ describe('Session objects: ctx.createSession() (tiny Llama 2 model)', () => {
     await ctx.dispose();
   });
 
+  it('session commands keep their place in the queue: fork waits for a running request, end runs after it', async () => {
+    const ctx = await model.createContext({ contextSize: 2048, sequences: 3 });
+    const s = ctx.createSession({ id: 'src' });
+    const running = s.generate({ prompt: 'fork me while I run', maxTokens: 60, temperature: 0, logitBias: noEos });
+    expect((await rejection(s.fork({ id: 'busy-copy' }))).code).toBe('SESSION_BUSY');
+    const copy = await s.fork({ id: 'waited-copy', wait: true }); // answered after the request ends
+    const r = await running.result;
+    expect(copy.stats().committedTokens).toBe(r.promptTokens + r.generatedTokens);
+    const again = s.generate({ prompt: 'one more', maxTokens: 30, logitBias: noEos });
+    const ended = s.end(); // the session ends once the running request finishes
+    expect((await again.result).generatedTokens).toBe(30);
+    await ended;
+    expect(ctx.cacheStats().sessions).toBe(1); // the copy
+    await copy.end();
+    const pending = rejection(ctx.forkSession('nope', 'x'));
+    await ctx.dispose();
+    expect(['INVALID_ARGUMENT', 'DISPOSED']).toContain((await pending).code);
+    expect((await rejection(ctx.endSession('x'))).code).toBe('DISPOSED');
+  });
+
   it('a session ttlMs overrides the context sessionTtlMs', async () => {
     const ctx = await model.createContext({ contextSize: 1024, sequences: 2, sessionTtlMs: 3_600_000 });
     const short = ctx.createSession({ ttlMs: 100 });
