@@ -2,13 +2,15 @@
 #include <napi.h>
 
 #include "addon.h"
-#include "engine.h"
+#include "context.h"
 #include "model.h"
+#include "testing.h"
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   llamux::addon::Init(env, exports);
   llamux::Model::Init(env, exports);
-  llamux::Engine::Init(env, exports);
+  llamux::Context::Init(env, exports);
+  llamux::testing::Init(env, exports);
   return exports;
 }
 

@@ -32,11 +32,20 @@ struct LogSink {
   std::deque<LogLine> lines;
   bool scheduled = false;
   bool closed = false;
+  int minLevel = GGML_LOG_LEVEL_WARN;  // this environment's setLogger() level
 };
 
 std::mutex g_sinks_mu;
 std::vector<std::shared_ptr<LogSink>> g_sinks;
+// The lowest level any environment asked for (a fast gate; each sink filters by its own).
 std::atomic<int> g_min_level{GGML_LOG_LEVEL_WARN};
+
+// Call with g_sinks_mu held.
+void UpdateMinLevel() {
+  int lowest = GGML_LOG_LEVEL_ERROR + 1;
+  for (auto &s : g_sinks) lowest = std::min(lowest, s->minLevel);
+  g_min_level.store(lowest);
+}
 thread_local int t_last_level = GGML_LOG_LEVEL_INFO;
 constexpr size_t kMaxQueuedLines = 10000;
 
@@ -65,7 +74,7 @@ void LlamaLog(ggml_log_level level, const char *text, void *) {
   std::lock_guard<std::mutex> lk(g_sinks_mu);
   for (auto &sink : g_sinks) {
     std::lock_guard<std::mutex> lk2(sink->mu);
-    if (sink->closed) continue;
+    if (sink->closed || lvl < sink->minLevel) continue;
     if (sink->lines.size() >= kMaxQueuedLines) continue;  // a stuck JS side must not grow memory
     sink->lines.push_back({lvl, text});
     if (!sink->scheduled) {
@@ -90,7 +99,6 @@ Napi::Value SetLogger(const Napi::CallbackInfo &info) {
   LLAMUX_REQUIRE_NUMBER(info, 1, "level");
   auto *state = env.GetInstanceData<EnvState>();
   int level = info[1].As<Napi::Number>().Int32Value();
-  g_min_level.store(level);
   // Replace this environment's sink.
   if (state->sink) {
     std::lock_guard<std::mutex> lk(g_sinks_mu);
@@ -99,6 +107,7 @@ Napi::Value SetLogger(const Napi::CallbackInfo &info) {
       state->sink->closed = true;
     }
     g_sinks.erase(std::remove(g_sinks.begin(), g_sinks.end(), state->sink), g_sinks.end());
+    UpdateMinLevel();
     state->sink->tsfn.Release();
     state->sink.reset();
   }
@@ -106,8 +115,10 @@ Napi::Value SetLogger(const Napi::CallbackInfo &info) {
     auto sink = std::make_shared<LogSink>();
     sink->tsfn = Napi::ThreadSafeFunction::New(env, info[0].As<Napi::Function>(), "llamux.log", 0, 1);
     sink->tsfn.Unref(env);  // logging never keeps the process alive
+    sink->minLevel = level;
     std::lock_guard<std::mutex> lk(g_sinks_mu);
     g_sinks.push_back(sink);
+    UpdateMinLevel();
     state->sink = sink;
   }
   return env.Undefined();
@@ -246,6 +257,7 @@ void CleanupEnv(EnvState *state) {
       state->sink->closed = true;
     }
     g_sinks.erase(std::remove(g_sinks.begin(), g_sinks.end(), state->sink), g_sinks.end());
+    UpdateMinLevel();
   }
 }
 

@@ -12,7 +12,7 @@
 #include <random>
 
 #include "hash.h"
-#include "prefix_cache.h"
+#include "ram_tier.h"
 
 namespace llamux {
 

@@ -85,7 +85,7 @@ class DiskTier {
   std::unordered_map<uint64_t, Entry> entries_;
   std::unordered_map<std::string, uint64_t> byFile_;
   std::list<uint64_t> lru_;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> index_;  // BlockIndex of prefix_cache.h
+  std::unordered_map<uint64_t, std::vector<uint64_t>> index_;  // BlockIndex of ram_tier.h
 
   std::mutex mu_;
   std::condition_variable cv_;

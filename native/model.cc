@@ -91,10 +91,10 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     }
     if (model_ == nullptr) {
       if (Aborted()) {
-        code_ = "ABORTED";
+        code_ = ErrorCode::Aborted;
         message_ = "Model loading was aborted";
       } else {
-        code_ = "MODEL_INVALID";
+        code_ = ErrorCode::ModelInvalid;
         std::string why = capture.Text();
         if (why.empty()) why = detail_;
         while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
@@ -130,7 +130,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
   }
 
   void OnError(const Napi::Error &) override {
-    deferred_.Reject(CodedError(Env(), code_.c_str(), message_).Value());
+    deferred_.Reject(CodedError(Env(), code_, message_).Value());
   }
 
   ~LoadWorker() override {
@@ -155,7 +155,8 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
   const ExecutionProgress *progress_ = nullptr;
   llama_model *model_ = nullptr;
   std::string fingerprint_;
-  std::string code_, message_, detail_;
+  ErrorCode code_ = ErrorCode::Internal;
+  std::string message_, detail_;
 };
 
 }  // namespace
@@ -194,7 +195,7 @@ Model *Model::Unwrap(Napi::Value v) {
 }
 
 std::shared_ptr<ModelHandle> Model::Handle(Napi::Env env) const {
-  if (!handle_) ThrowCoded(env, "DISPOSED", "The model has been disposed");
+  if (!handle_) ThrowCoded(env, ErrorCode::Disposed, "The model has been disposed");
   return handle_;
 }
 
@@ -231,17 +232,17 @@ Napi::Value Model::Tokenize(const Napi::CallbackInfo &info) {
   bool addSpecial = info.Length() > 1 && info[1].ToBoolean().Value();
   bool parseSpecial = info.Length() > 2 && info[2].ToBoolean().Value();
   if (text.size() > static_cast<size_t>(INT32_MAX / 2)) {
-    ThrowCoded(env, "INVALID_ARGUMENT", "Text is too long to tokenize");
+    ThrowCoded(env, ErrorCode::InvalidArgument, "Text is too long to tokenize");
   }
   std::vector<llama_token> out(text.size() + 8);
   int32_t n = llama_tokenize(h->vocab, text.data(), static_cast<int32_t>(text.size()), out.data(),
                              static_cast<int32_t>(out.size()), addSpecial, parseSpecial);
   if (n < 0) {
-    if (n == INT32_MIN) ThrowCoded(env, "INVALID_ARGUMENT", "Text is too long to tokenize");
+    if (n == INT32_MIN) ThrowCoded(env, ErrorCode::InvalidArgument, "Text is too long to tokenize");
     out.resize(static_cast<size_t>(-n));
     n = llama_tokenize(h->vocab, text.data(), static_cast<int32_t>(text.size()), out.data(),
                        static_cast<int32_t>(out.size()), addSpecial, parseSpecial);
-    if (n < 0) ThrowCoded(env, "INVALID_ARGUMENT", "Tokenization failed");
+    if (n < 0) ThrowCoded(env, ErrorCode::InvalidArgument, "Tokenization failed");
   }
   Napi::Int32Array arr = Napi::Int32Array::New(env, static_cast<size_t>(n));
   std::copy(out.begin(), out.begin() + n, arr.Data());
@@ -251,7 +252,7 @@ Napi::Value Model::Tokenize(const Napi::CallbackInfo &info) {
 static void CheckTokens(Napi::Env env, const ModelHandle &h, const int32_t *t, size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (t[i] < 0 || t[i] >= h.n_vocab) {
-      ThrowCoded(env, "INVALID_ARGUMENT", "Token id " + std::to_string(t[i]) + " at index " + std::to_string(i) +
+      ThrowCoded(env, ErrorCode::InvalidArgument, "Token id " + std::to_string(t[i]) + " at index " + std::to_string(i) +
                                               " is outside the vocabulary (0.." + std::to_string(h.n_vocab - 1) + ")");
     }
   }
@@ -279,7 +280,7 @@ Napi::Value Model::Detokenize(const Napi::CallbackInfo &info) {
   if (n < 0) {
     out.resize(static_cast<size_t>(-n));
     n = llama_detokenize(h->vocab, data, count, out.data(), static_cast<int32_t>(out.size()), false, special);
-    if (n < 0) ThrowCoded(env, "INVALID_ARGUMENT", "Detokenization failed");
+    if (n < 0) ThrowCoded(env, ErrorCode::InvalidArgument, "Detokenization failed");
   }
   out.resize(static_cast<size_t>(n));
   return Napi::String::New(env, out);

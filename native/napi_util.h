@@ -27,6 +27,17 @@
 
 namespace llamux {
 
+// A JS Error carrying a stable `code` property (one of errors.h).
+inline Napi::Error CodedError(Napi::Env env, ErrorCode code, const std::string &message) {
+  Napi::Error err = Napi::Error::New(env, message);
+  err.Set("code", Napi::String::New(env, ErrorCodeName(code)));
+  return err;
+}
+
+[[noreturn]] inline void ThrowCoded(Napi::Env env, ErrorCode code, const std::string &message) {
+  throw CodedError(env, code, message);
+}
+
 inline bool GetBool(const Napi::Object &o, const char *key, bool def) {
   Napi::Value v = o.Get(key);
   return v.IsBoolean() ? v.As<Napi::Boolean>().Value() : def;

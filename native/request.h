@@ -9,12 +9,20 @@
 #include <string>
 #include <vector>
 
+#include "errors.h"
 #include "sampler.h"
 #include "text_stream.h"
 
 namespace llamux {
 
 using Clock = std::chrono::steady_clock;
+
+// A session command (ctx.endSession / forkSession): it travels in the request queue, so it
+// keeps its place among requests, but runs no decode and ends with a SessionDone event.
+struct SessionCommand {
+  enum class Op : uint8_t { End, Fork } op = Op::End;
+  std::string from;  // Fork: the session copied into RequestParams::sessionId
+};
 
 struct RequestParams {
   uint64_t id = 0;
@@ -26,18 +34,18 @@ struct RequestParams {
   int32_t maxTokens = -1;  // -1: until end of generation or the context end
   std::vector<std::string> stops;
   SamplerParams sampling;
-  bool emitTokens = false;
+  bool tokens = false;          // the `tokens` option: token ids travel with text events
   bool renderSpecial = false;  // render control tokens into the text
   // KV reuse
   std::string sessionId;          // pin a sequence across requests
   bool waitForSession = false;    // wait instead of SESSION_BUSY
+  int64_t sessionTtlMs = -1;      // this session's idle TTL (-1: the context's sessionTtlMs)
   bool continueSession = false;   // prompt = the session's committed tokens + this prompt
   bool hasExpect = false;         // verify the committed tokens (TRANSCRIPT_MISMATCH)
   std::vector<llama_token> expectCommitted;
   bool prefillOnly = false;       // warm the prompt's KV, generate nothing
-  std::string forkFrom;           // copy session forkFrom into sessionId
-  bool endSession = false;        // release sessionId (no generation)
-  bool markers = true;           // detect tool-call spans when the context has markers
+  std::unique_ptr<SessionCommand> command;  // set: a session command, not a generation
+  bool toolCalls = true;        // the `toolCalls` option: detect spans when the context has markers
   bool greedyToolSyntax = true;  // sample the wrapper syntax with the greedy chain
 };
 
@@ -61,20 +69,22 @@ enum class EventType : uint8_t {
   Ready = 0,
   Text = 1,
   Final = 2,
-  EngineError = 3,
+  CreateFailed = 3,  // the llama_context could not be created
   Closed = 4,
   ToolCallStart = 5,
   ToolCallDelta = 6,
   ToolCallEnd = 7,
+  SessionDone = 8,  // a session command finished (code/message set when it failed)
 };
 
 struct ReadyInfo {
-  uint32_t nCtx = 0, nCtxSeq = 0, nBatch = 0, nUbatch = 0, nSeqMax = 0;
-  int32_t nThreads = 0, nThreadsBatch = 0;
-  bool kvUnified = false;
-  int32_t flashAttn = -1;
-  int32_t typeK = 0, typeV = 0;
-  bool canTruncate = true;
+  // Named as in the JS ready report (ContextSettings).
+  uint32_t contextSize = 0, sequenceContextSize = 0, batchSize = 0, microBatchSize = 0, sequences = 0;
+  int32_t threads = 0, batchThreads = 0;
+  bool unifiedKv = false;
+  int32_t flashAttention = -1;
+  int32_t kvTypeK = 0, kvTypeV = 0;
+  bool canTruncateKv = true;
 };
 
 struct Event {
@@ -89,6 +99,35 @@ struct Event {
   bool truncated = false;     // a span still open when generation ended
   FinalStats stats;
   ReadyInfo ready;
+
+  // The one builder of a request's last event. `reason`: eog | stop | length | prefill |
+  // done | abort | error; abort and error carry a code and a message.
+  static Event Final(uint64_t id, const char *reason, const FinalStats &stats) {
+    Event ev;
+    ev.type = EventType::Final;
+    ev.id = id;
+    ev.finishReason = reason;
+    ev.stats = stats;
+    return ev;
+  }
+  static Event SessionDone(uint64_t id) {
+    Event ev;
+    ev.type = EventType::SessionDone;
+    ev.id = id;
+    return ev;
+  }
+  static Event SessionFailed(uint64_t id, ErrorCode code, const std::string &message) {
+    Event ev = SessionDone(id);
+    ev.code = ErrorCodeName(code);
+    ev.message = message;
+    return ev;
+  }
+  static Event Failed(uint64_t id, ErrorCode code, const std::string &message, const FinalStats &stats) {
+    Event ev = Final(id, code == ErrorCode::Aborted ? "abort" : "error", stats);
+    ev.code = ErrorCodeName(code);
+    ev.message = message;
+    return ev;
+  }
 };
 
 }  // namespace llamux

@@ -1,7 +1,14 @@
 // The continuous-batching scheduler. Plain C++ (no Node-API): it owns one llama_context
-// and is driven by one engine thread. Each tick builds a single llama_batch from every
-// active request (one token per decoding sequence first, then prompt chunks under the
-// remaining per-tick budget), decodes it, samples, and hands events out in one batch.
+// and is driven by one engine thread. It only orchestrates; each part lives in its own file:
+//   admission.cc     placing waiting requests on sequences (session commands, reuse plans)
+//   reuse_planner.*  choosing where a prompt's KV comes from (live/shared/session/RAM/disk)
+//   sessions.*       the session <-> sequence link (SessionTable)
+//   state_tiers.*    saving and restoring sequence states (RAM and disk tiers)
+//   batch.*          building and decoding one llama_batch, abort and KV-full recovery
+//   output.*         token -> events, and the one final-event builder
+// Each tick builds a single llama_batch from every active request (one token per decoding
+// sequence first, then prompt chunks under the remaining per-tick budget), decodes it,
+// samples, and hands events out in one batch.
 #pragma once
 #include <llama.h>
 
@@ -12,36 +19,38 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "batch.h"
 #include "marker_matcher.h"
-#include "disk_tier.h"
-#include "prefix_cache.h"
-#include "request.h"
+#include "output.h"
+#include "request_state.h"
+#include "reuse_planner.h"
+#include "sessions.h"
+#include "state_tiers.h"
 
 namespace llamux {
 
-struct EngineConfig {
-  uint32_t nCtx = 4096;
-  uint32_t nBatch = 512;
-  uint32_t nUbatch = 512;
-  uint32_t nSeqMax = 1;
-  int32_t nThreads = 0;       // 0: hardware threads
-  int32_t nThreadsBatch = 0;  // 0: same as nThreads
-  bool kvUnified = true;
-  int32_t flashAttn = -1;  // -1 auto, 0 off, 1 on
-  int32_t typeK = -1;      // ggml_type, -1: llama.cpp default
-  int32_t typeV = -1;
+struct ContextConfig {
+  uint32_t contextSize = 4096;
+  uint32_t batchSize = 512;
+  uint32_t microBatchSize = 512;
+  uint32_t sequences = 1;
+  int32_t threads = 0;       // 0: hardware threads
+  int32_t batchThreads = 0;  // 0: same as nThreads
+  bool unifiedKv = true;
+  int32_t flashAttention = -1;  // -1 auto, 0 off, 1 on
+  int32_t kvTypeK = -1;      // ggml_type, -1: llama.cpp default
+  int32_t kvTypeV = -1;
   uint32_t maxQueued = 1024;
-  uint32_t prefillChunk = 0;  // prompt tokens per tick, 0: nBatch
+  uint32_t prefillChunk = 0;  // prompt tokens per tick, 0: batchSize
   MarkerSet markers;          // tool-call markers (token ids); empty: plain text path
   size_t cacheRamBytes = 256u << 20;  // RAM tier budget; 0 disables it
   uint32_t sessionTtlMs = 600000;     // idle sessions are released after this
   std::string cacheDir;               // disk tier folder ("" disables it)
   uint64_t cacheDiskBytes = 4ull << 30;
   std::string modelFingerprint;
-  bool reuse = true;  // false: every request prefills its whole prompt (a baseline)
+  bool prefixCache = true;  // false: every request prefills its whole prompt (a baseline)
 };
 
 // Counters the JS thread may read at any time.
@@ -56,7 +65,7 @@ class Scheduler {
  public:
   using Flush = std::function<void(std::vector<Event> &&)>;
 
-  Scheduler(llama_model *model, EngineConfig cfg, Flush flush);
+  Scheduler(llama_model *model, ContextConfig cfg, Flush flush);
   ~Scheduler();
 
   // ---- called from the JS thread -------------------------------------------------
@@ -75,62 +84,44 @@ class Scheduler {
   void Run();
 
  private:
-  struct Request;
-  struct Slot {
-    int32_t seq = 0;
-    Request *req = nullptr;
-    std::vector<llama_token> tokens;  // what this sequence's KV holds, in order
-    std::string session;              // pinned to this session ("" = free for anyone)
-    Clock::time_point lastUsed;
-  };
-  struct Session {
-    std::vector<llama_token> transcript;  // committed tokens (prompt + generated, no EOG)
-    int32_t slot = -1;                    // pinned slot, or -1 (spilled to RAM or cold)
-    Clock::time_point lastUsed;
-    bool busy = false;
-    bool endAfter = false;
-  };
   enum class Placement { Placed, Wait, Done };
 
   static bool AbortCallback(void *data);
 
+  // scheduler.cc: the loop
   void DrainCommands(bool wait);
-  bool Admit();
-  Placement TryAdmit(Request &r);
-  void FailRequest(Request &r, const char *code, const std::string &message);
-  Slot *FreeSlot(const std::vector<llama_token> &prompt);
-  Slot *SpillIdleSession(const std::string &keep);
-  bool SaveToRam(Slot &s, const std::string &session);
-  bool RestoreBlob(Slot &s, const CacheEntry &e, double *ms);
-  void EndSession(const std::string &id);
-  void ExpireSessions();
-  void UpdateCounters();
-  const std::vector<llama_token> &KvTokens(const Slot &s) const;
-  bool BuildBatch();
-  void DecodeBatch();
-  void HandleToken(Request &r, llama_token tok);
-  bool ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs);
-  void EmitPendingText(Request &r, bool evenIfEmpty);
-  void EmitSpanDelta(Request &r);
-  void CloseSpan(Request &r, bool truncated);
-  std::string Piece(llama_token tok, bool special) const;
-  void Finish(Request &r, const char *reason, const char *code = nullptr, const std::string &message = "");
-  void FailBatch(const char *code, const std::string &message);
-  void Emit(Event &&ev);
-  void FlushEvents(bool force = false);
-  void ReleaseSlot(Request &r, bool keepKv);
   bool TokenizePrompt(Request &r, std::string *error);
+  bool Admit();
+  void DecodeBatch();
+  void Finish(Request &r, const char *reason);
+  void Fail(Request &r, ErrorCode code, const std::string &message);
+  void FailBatch(ErrorCode code, const std::string &message);
+  void Release(Request &r, bool keepKv);
+  void UpdateCounters();
+  void Shutdown();
+
+  // admission.cc: placing a request
+  Placement TryAdmit(Request &r);
+  Placement EndSession(Request &r);
+  Placement ForkSession(Request &r);
+  Placement PrepareSession(Request &r, SessionState *sess);
+  ReuseInputs MeasureReuse(Request &r, Sequence &target, bool pinned);
+  size_t ApplyReuse(Request &r, Sequence &target, ReusePlan &plan, const ReuseInputs &in, double *restoreMs);
+  Sequence *FreeSequence(const std::vector<llama_token> &prompt);
+  Sequence *SpillIdleSession(const std::string &keep);
+  bool SaveState(Sequence &s, const std::string &session);
+  void ForgetSession(const std::string &id);
+  void ExpireSessions();
+  const std::vector<llama_token> &KvTokens(const Sequence &s) const;
+  int32_t IndexOf(const Sequence &s) const { return static_cast<int32_t>(&s - sequences_.data()); }
 
   llama_model *model_;
   const llama_vocab *vocab_;
   int32_t nVocab_;
-  EngineConfig cfg_;
-  Flush flush_;
+  ContextConfig cfg_;
   llama_context *ctx_ = nullptr;
   llama_memory_t mem_ = nullptr;
-  llama_batch batch_{};
-  uint32_t nCtxSeq_ = 0;
-  uint32_t tickBudget_ = 0;
+  uint32_t sequenceContextSize_ = 0;
   bool canTruncate_ = true;
 
   // Commands from JS.
@@ -147,15 +138,12 @@ class Scheduler {
   // Engine-thread state.
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> active_;
-  std::vector<Slot> slots_;
-  std::vector<Request *> batchReqs_;
-  std::vector<Event> events_;
-  std::vector<MarkerMatcher::Output> outs_;
-  std::unordered_map<std::string, Session> sessions_;
-  std::unique_ptr<StateCache> ram_;
-  std::unique_ptr<DiskTier> disk_;
+  std::vector<Sequence> sequences_;
+  SessionTable sessions_{0};
+  std::unique_ptr<Batch> batch_;
+  std::unique_ptr<StateTiers> tiers_;
+  Output output_;
   Clock::time_point lastExpiry_;
-  Clock::time_point lastFlush_;
   CacheCounters counters_;
   mutable std::vector<llama_token> scratch_;
 };

@@ -62,7 +62,7 @@ export interface NativeModel {
   dispose(): void;
 }
 
-export interface NativeEngineOptions {
+export interface NativeContextOptions {
   contextSize: number;
   batchSize: number;
   microBatchSize: number;
@@ -91,18 +91,18 @@ export interface NativeRequest {
   prompt?: string | Int32Array;
   sessionId?: string;
   waitForSession?: boolean;
+  /** This session's idle TTL (default: the context's sessionTtlMs). */
+  sessionTtlMs?: number;
   continueSession?: boolean;
   expectCommitted?: Int32Array;
   prefillOnly?: boolean;
-  forkFrom?: string;
-  endSession?: boolean;
   addSpecial: boolean;
   parseSpecial: boolean;
   maxTokens: number;
   stop: string[];
-  emitTokens: boolean;
+  tokens: boolean;
   renderSpecial: boolean;
-  markers: boolean;
+  toolCalls: boolean;
   greedyToolSyntax: boolean;
   temperature: number;
   topK: number;
@@ -181,7 +181,7 @@ export type NativeEvent =
   | {
       type: 'final';
       id: number;
-      finishReason: 'eog' | 'stop' | 'length' | 'abort' | 'error' | 'prefill' | 'done';
+      finishReason: 'eog' | 'stop' | 'length' | 'abort' | 'error' | 'prefill';
       code?: string;
       message?: string;
       stop?: string;
@@ -190,11 +190,26 @@ export type NativeEvent =
   | { type: 'toolCallStart'; id: number; index: number }
   | { type: 'toolCallDelta'; id: number; index: number; text: string }
   | { type: 'toolCallEnd'; id: number; index: number; text: string; tokens: Int32Array; truncated: boolean }
-  | { type: 'engineError'; id: number; code: string; message: string }
+  | { type: 'createFailed'; id: number; code: string; message: string }
+  | { type: 'sessionDone'; id: number; code?: string; message?: string }
   | { type: 'closed'; id: number };
 
-export interface NativeEngine {
+/** ctx.endSession / forkSession: queued with the requests, answered by a sessionDone event. */
+export interface NativeSessionCommand {
+  id: number;
+  op: 'end' | 'fork';
+  /** The session to end, or the fork's new id. */
+  sessionId: string;
+  /** fork: the session to copy. */
+  from?: string;
+  /** fork: wait while `from` runs a request instead of SESSION_BUSY. */
+  wait?: boolean;
+  sessionTtlMs?: number;
+}
+
+export interface NativeContext {
   submit(params: NativeRequest): void;
+  sessionCommand(command: NativeSessionCommand): void;
   cancel(id: number): void;
   pause(id: number, paused: boolean): void;
   setRef(ref: boolean): void;
@@ -202,11 +217,40 @@ export interface NativeEngine {
   stats(): NativeCacheStats;
 }
 
+export interface NativeReuseInputs {
+  enabled?: boolean;
+  canTruncate?: boolean;
+  unifiedKv?: boolean;
+  pinned?: boolean;
+  minGain?: number;
+  promptTokens: number;
+  liveTokens?: number;
+  liveCommon?: number;
+  sessionTokens?: number;
+  sessionCommon?: number;
+  sequenceCommon?: number[];
+  target?: number;
+  ramCommon?: number;
+  diskCommon?: number;
+  diskReadyCommon?: number;
+  /** Prompt tokens kept after trimming (default: the plan's common), for the outcome. */
+  kept?: number;
+}
+
+export interface NativeReusePlan {
+  source: 'none' | 'live' | 'session' | 'shared' | 'ram' | 'disk';
+  common: number;
+  shareFrom: number;
+  readDisk: boolean;
+  outcome: NativeStats['cacheOutcome'];
+  tier: NativeStats['cacheTier'];
+}
+
 export interface NativeBinding {
   Model: {
     load(path: string, options: NativeLoadOptions, abortFlag: Int32Array, onProgress?: (p: number) => void): Promise<NativeModel>;
   };
-  Engine: new (model: NativeModel, options: NativeEngineOptions, onEvents: (events: NativeEvent[]) => void) => NativeEngine;
+  Context: new (model: NativeModel, options: NativeContextOptions, onEvents: (events: NativeEvent[]) => void) => NativeContext;
   /** Test hooks over plain C++ pieces of the engine. */
   testing: {
     markerMatcher(
@@ -214,6 +258,8 @@ export interface NativeBinding {
       tokens: Int32Array,
     ): { outputs: Array<[ 'text' | 'body' | 'open' | 'close' | 'payloadOpen' | 'payloadClose', Int32Array ]>; greedy: boolean[]; region: number };
     textStream(stops: string[], pieces: Uint8Array[]): { text: Uint8Array; deltas: Uint8Array[]; stopped: boolean; stopAt: number };
+    /** native/reuse_planner.h: an omitted *Common key means that source has no entry. */
+    planReuse(inputs: NativeReuseInputs): NativeReusePlan;
   };
   shutdownAll(): void;
   setLogger(handler: ((batch: Array<number | string>) => void) | undefined, level: number): void;

@@ -7,7 +7,6 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Agent, type AgentEvent } from './agent/index.js';
 import { isLlamuxError } from './errors.js';
-import { ensureTestModels } from './gguf/fixtures.js';
 import { MARKER_PRESETS, detectMarkerPreset, type MarkerOption, type MarkerPresetName } from './markers.js';
 import { loadModel, type Model } from './model.js';
 import { createServer } from './server/index.js';
@@ -282,6 +281,8 @@ async function demo(args: string[]): Promise<void> {
     if (!json) console.log(s);
   };
   const existed = existsSync(join(dir, 'demo.gguf'));
+  // The fixture generators ('llamux/testing') load only for the demo model.
+  const { ensureTestModels } = await import('./gguf/fixtures.js');
   const models = await ensureTestModels(dir, ['demo']);
   log(`${existed ? 'Using' : 'Built'} the scripted demo model: ${models.demo.path}`);
   const model = await loadModel(models.demo.path);

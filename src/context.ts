@@ -1,22 +1,25 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
-import { native, type NativeCacheStats, type NativeEngine, type NativeEvent, type NativeReady, type NativeRequest } from './binding.js';
+import { native, type NativeCacheStats, type NativeContext, type NativeEvent, type NativeReady, type NativeRequest, type NativeSessionCommand } from './binding.js';
 import { AsyncQueue } from './async-queue.js';
-import { LlamuxError, abortError, fromNative, type LlamuxErrorCode } from './errors.js';
-import type { CacheReport, FinalEvent, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
+import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
+import type { CacheReport, FinalEvent, FinishReason, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
-import { toInt32Array } from './model.js';
+import { toInt32Array } from './tokens.js';
 import {
   GGML_TYPE_IDS,
   GenerateOptionsSchema,
   PrefillOptionsSchema,
+  SessionOptionsSchema,
   parseOptions,
   type GenerateOptions,
   type ParsedGenerateOptions,
   type PrefillOptions,
+  type SessionOptions,
 } from './options.js';
+import { Session, type SessionContinueOptions, type SessionHost } from './session.js';
 import type { z } from 'zod';
 import type { ContextOptionsSchema } from './options.js';
 
@@ -28,6 +31,11 @@ export type ContextSettings = Omit<NativeReady, 'flashAttention' | 'kvTypeK' | '
 };
 
 let nextRequestId = 1;
+
+// Contexts with work in flight (a request, or creation). The native engine holds no strong
+// reference to its Context (its event callback goes through a WeakRef), so an idle context
+// nobody references is collected and its engine thread stops; a busy one stays here.
+const busyContexts = new Set<Context>();
 
 /**
  * One running request. Iterate it for events (once), or await `result`.
@@ -158,7 +166,7 @@ export class Context {
   readonly model: Model;
   /** Tool-call markers in use (token ids), or undefined for the plain text path. */
   readonly markers: ResolvedMarkers | undefined;
-  #native: NativeEngine;
+  #native: NativeContext;
   #settings: ContextSettings | undefined;
   #requests = new Map<number, { gen: Generation; signal?: AbortSignal; onAbort?: () => void }>();
   #disposed = false;
@@ -166,13 +174,21 @@ export class Context {
   #onDispose: Array<() => void> = [];
   #ready: { resolve: () => void; reject: (e: unknown) => void } | undefined;
   #maxPending: number;
+  #sessions = new Map<string, Session>();
+  #sessionHost: SessionHost = {
+    generate: (o) => this.generate(o),
+    continue: (id, tail, o) => this.continue(id, tail, o),
+    forkSession: (from, to, o) => this.#fork(from, to, o.wait ?? false),
+    endSession: (id) => this.#endSession(id),
+    createSession: (o) => this.createSession(o),
+  };
 
   private constructor(model: Model, opts: ParsedContextOptions) {
     this.model = model;
     this.#maxPending = opts.sequences + opts.maxQueued;
     this.markers = resolveMarkers(model, opts.toolCallMarkers ?? model.defaultMarkers);
     const fa = opts.flashAttention === 'on' ? 1 : opts.flashAttention === 'off' ? 0 : -1;
-    this.#native = new native.Engine(model.nativeHandle(), {
+    this.#native = new native.Context(model.nativeHandle(), {
       contextSize: opts.contextSize,
       batchSize: Math.max(opts.batchSize, opts.sequences),
       microBatchSize: opts.microBatchSize,
@@ -194,7 +210,16 @@ export class Context {
         markerEnd: this.markers.end,
         ...(this.markers.payloadStart ? { markerPayloadStart: this.markers.payloadStart, markerPayloadEnd: this.markers.payloadEnd } : {}),
       } : {}),
-    }, (events) => this.#onEvents(events));
+    }, Context.#eventSink(new WeakRef(this)));
+    busyContexts.add(this); // until 'ready' (or the creation error) arrives
+  }
+
+  // A static scope: the callback captures only the WeakRef, never `this`.
+  static #eventSink(ref: WeakRef<Context>): (events: NativeEvent[]) => void {
+    return (events) => {
+      const ctx = ref.deref();
+      if (ctx) ctx.#onEvents(events);
+    };
   }
 
   /** @internal */
@@ -242,11 +267,36 @@ export class Context {
     for (const ev of events) {
       try {
         this.#dispatch(ev);
-      } catch {
-        // Never let one bad event break delivery for the others.
+      } catch (e) {
+        // A bug on the event path must not look like a hung generation: the request ends
+        // with INTERNAL (its cause is what was thrown) and the failure is reported.
+        this.#failDelivery(ev, e);
       }
     }
     this.#updateRef();
+  }
+
+  #failDelivery(ev: NativeEvent, cause: unknown): void {
+    const what = cause instanceof Error ? cause.message : String(cause);
+    const err = new LlamuxError('INTERNAL', `Internal error while delivering a "${ev.type}" event: ${what}`, { cause });
+    process.emitWarning(err.message, { code: 'LLAMUX_INTERNAL', detail: cause instanceof Error ? cause.stack : undefined });
+    if (ev.type === 'ready' || ev.type === 'createFailed') {
+      this.#ready?.reject(err);
+      this.#ready = undefined;
+      return;
+    }
+    const cmd = ev.type === 'sessionDone' ? this.#commands.get(ev.id) : undefined;
+    if (cmd) {
+      this.#commands.delete(ev.id);
+      cmd.reject(err);
+      return;
+    }
+    const entry = this.#requests.get(ev.id);
+    if (!entry) return;
+    this.#requests.delete(ev.id);
+    if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
+    this.#native.cancel(ev.id); // a final may still be coming: the engine stops the request
+    entry.gen.onError(err);
   }
 
   #dispatch(ev: NativeEvent): void {
@@ -256,8 +306,8 @@ export class Context {
         this.#ready?.resolve();
         this.#ready = undefined;
         return;
-      case 'engineError': {
-        const err = new LlamuxError(ev.code as LlamuxErrorCode, `Could not create the context: ${ev.message}`);
+      case 'createFailed': {
+        const err = new LlamuxError(toErrorCode(ev.code), `Could not create the context: ${ev.message}`);
         this.#disposed = true;
         this.#native.close().catch(() => {});
         this.#ready?.reject(err);
@@ -287,12 +337,14 @@ export class Context {
           return;
         }
         if (ev.finishReason === 'error') {
-          entry.gen.onError(new LlamuxError((ev.code ?? 'INTERNAL') as LlamuxErrorCode, ev.message ?? 'Generation failed'));
+          entry.gen.onError(new LlamuxError(toErrorCode(ev.code), ev.message ?? 'Generation failed'));
           return;
         }
         const s = ev.stats;
+        // Checked: every native reason but abort/error is a FinishReason.
+        const finishReason: FinishReason = ev.finishReason;
         entry.gen.onFinal({
-          finishReason: ev.finishReason as GenerateResult['finishReason'],
+          finishReason,
           ...(ev.stop !== undefined ? { stop: ev.stop } : {}),
           promptTokens: s.promptTokens,
           reusedTokens: s.reusedTokens,
@@ -316,14 +368,25 @@ export class Context {
         });
         return;
       }
+      case 'sessionDone': {
+        const cmd = this.#commands.get(ev.id);
+        if (!cmd) return;
+        this.#commands.delete(ev.id);
+        if (ev.code === undefined) cmd.resolve();
+        else cmd.reject(new LlamuxError(toErrorCode(ev.code), ev.message ?? 'The session command failed'));
+        return;
+      }
       case 'closed':
         return;
     }
   }
 
   #updateRef(): void {
+    const busy = this.#requests.size > 0 || this.#commands.size > 0 || this.#ready !== undefined;
+    if (busy) busyContexts.add(this);
+    else busyContexts.delete(this);
     if (this.#disposed && this.#requests.size === 0) return;
-    this.#native.setRef(this.#requests.size > 0 || this.#ready !== undefined);
+    this.#native.setRef(busy);
   }
 
   /**
@@ -351,6 +414,7 @@ export class Context {
     if (o.sessionId) {
       req.sessionId = o.sessionId;
       req.waitForSession = o.waitForSession;
+      this.#withSessionTtl(req);
     }
     if (o.parentKey) req.prompt = this.#withParent(o.parentKey, req.prompt!);
     return this.#submit(gen, req, o.signal);
@@ -372,6 +436,11 @@ export class Context {
     }
     this.#requests.set(id, entry);
     this.#updateRef();
+    const session = req.sessionId === undefined ? undefined : this.#sessions.get(req.sessionId);
+    if (session) {
+      Session.track(session, 'start');
+      gen.result.then((r) => Session.track(session, 'end', r), () => Session.track(session, 'end'));
+    }
     return gen;
   }
 
@@ -425,7 +494,10 @@ export class Context {
     const gen = new Generation(id, false, 1 << 30, () => this.#native.cancel(id), () => {});
     const req = baseRequest(id, tokens);
     req.prefillOnly = true;
-    if (o.sessionId) req.sessionId = o.sessionId;
+    if (o.sessionId) {
+      req.sessionId = o.sessionId;
+      this.#withSessionTtl(req);
+    }
     this.#submit(gen, req, o.signal);
     const r = await gen.result;
     return { key, tokens: tokens.length, reusedTokens: r.reusedTokens, prefilledTokens: r.prefilledTokens, cache: r.cache };
@@ -437,7 +509,7 @@ export class Context {
    * `expectCommitted` (the caller's view of the committed tokens) is verified first.
    * @throws LlamuxError TRANSCRIPT_MISMATCH, SESSION_BUSY, INVALID_ARGUMENT (unknown session)
    */
-  continue(sessionId: string, tail: string | Int32Array | number[], options: Omit<GenerateOptions, 'prompt' | 'sessionId' | 'parentKey'> & { expectCommitted?: ArrayLike<number> } = {}): Generation {
+  continue(sessionId: string, tail: string | Int32Array | number[], options: SessionContinueOptions = {}): Generation {
     const { expectCommitted, ...rest } = options;
     const tailTokens = typeof tail === 'string' ? this.model.tokenize(tail, { addSpecial: false, parseSpecial: rest.parseSpecial ?? false }) : toInt32Array(tail);
     const o = parseOptions(GenerateOptionsSchema, { ...rest, prompt: tailTokens, sessionId }, 'continue options');
@@ -448,26 +520,75 @@ export class Context {
     req.sessionId = sessionId;
     req.waitForSession = o.waitForSession;
     req.continueSession = true;
+    this.#withSessionTtl(req);
     if (expectCommitted) req.expectCommitted = toInt32Array(expectCommitted);
     return this.#submit(gen, req, o.signal);
   }
 
-  async #control(req: NativeRequest): Promise<void> {
+  /** Session commands in flight: they run no decode and end with a sessionDone event. */
+  #commands = new Map<number, { resolve: () => void; reject: (e: unknown) => void }>();
+
+  #sessionCommand(cmd: NativeSessionCommand): Promise<void> {
+    if (this.#disposed) return Promise.reject(new LlamuxError('DISPOSED', 'The context has been disposed'));
+    const ttl = this.#sessions.get(cmd.sessionId)?.ttlMs;
+    if (cmd.op === 'fork' && ttl !== undefined) cmd.sessionTtlMs = ttl;
+    try {
+      this.#native.sessionCommand(cmd);
+    } catch (e) {
+      return Promise.reject(fromNative(e));
+    }
+    const done = new Promise<void>((resolve, reject) => this.#commands.set(cmd.id, { resolve, reject }));
+    this.#updateRef();
+    return done;
+  }
+
+  /**
+   * A {@link Session}: a conversation whose KV stays pinned to one sequence between requests.
+   * `id` defaults to a random UUID; `ttlMs` overrides the context's `sessionTtlMs` for it.
+   * @throws LlamuxError INVALID_ARGUMENT (options, an id already used by a live Session), DISPOSED
+   * @example
+   * const chat = ctx.createSession();
+   * const first = await chat.generate({ prompt, maxTokens: 64 }).result;
+   * const next = await chat.continue(' And then?', { maxTokens: 64 }).result; // prefills the tail only
+   * await chat.end();
+   */
+  createSession(options: SessionOptions = {}): Session {
     if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
-    const gen = new Generation(req.id, false, 1 << 30, () => {}, () => {});
-    this.#submit(gen, req, undefined);
-    await gen.result;
+    const o = parseOptions(SessionOptionsSchema, options, 'session options');
+    const id = o.id ?? randomUUID();
+    if (this.#sessions.has(id)) throw new LlamuxError('INVALID_ARGUMENT', `Session id "${id}" is already in use on this context`);
+    const session = Session.create(this, this.#sessionHost, id, o.ttlMs);
+    this.#sessions.set(id, session);
+    Session.onRelease(session, () => {
+      if (this.#sessions.get(id) === session) this.#sessions.delete(id);
+    });
+    return session;
+  }
+
+  #withSessionTtl(req: NativeRequest): void {
+    const ttl = req.sessionId === undefined ? undefined : this.#sessions.get(req.sessionId)?.ttlMs;
+    if (ttl !== undefined) req.sessionTtlMs = ttl;
   }
 
   /** Releases a session's pinned sequence (its KV stays as an ordinary cache entry). */
   endSession(sessionId: string): Promise<void> {
-    return this.#control({ ...baseRequest(nextRequestId++), sessionId, endSession: true });
+    const session = this.#sessions.get(sessionId);
+    return session ? session.end() : this.#endSession(sessionId);
+  }
+
+  #endSession(sessionId: string): Promise<void> {
+    return this.#sessionCommand({ id: nextRequestId++, op: 'end', sessionId });
   }
 
   /** Copies a session (shares its KV cells with unified KV) under a new id. */
   forkSession(fromSessionId: string, toSessionId: string, options: { wait?: boolean } = {}): Promise<void> {
-    return this.#control({ ...baseRequest(nextRequestId++), sessionId: toSessionId, forkFrom: fromSessionId, waitForSession: options.wait ?? false });
+    return this.#fork(fromSessionId, toSessionId, options.wait ?? false);
   }
+
+  #fork(from: string, to: string, wait: boolean): Promise<void> {
+    return this.#sessionCommand({ id: nextRequestId++, op: 'fork', sessionId: to, from, wait });
+  }
+
 
   /** RAM tier and session counters (the budget is never exceeded). */
   cacheStats(): NativeCacheStats {
@@ -484,10 +605,13 @@ export class Context {
     this.#disposed = true;
     this.#closing = this.#native.close().then(() => {
       // Requests that never got a final (should not happen) still end.
+      for (const [, cmd] of this.#commands) cmd.reject(new LlamuxError('DISPOSED', 'The context was disposed'));
+      this.#commands.clear();
       for (const [, entry] of this.#requests) {
         entry.gen.onError(new LlamuxError('DISPOSED', 'The context was disposed'));
       }
       this.#requests.clear();
+      busyContexts.delete(this);
       this.#native.setRef(false);
       for (const fn of this.#onDispose) fn();
     });
@@ -517,9 +641,9 @@ function baseRequest(id: number, prompt?: Int32Array): NativeRequest {
     parseSpecial: false,
     maxTokens: -1,
     stop: [],
-    emitTokens: false,
+    tokens: false,
     renderSpecial: false,
-    markers: false,
+    toolCalls: false,
     greedyToolSyntax: false,
     temperature: 0,
     topK: 0,
@@ -542,9 +666,9 @@ function toNativeRequest(id: number, o: ParsedGenerateOptions): NativeRequest {
     parseSpecial: o.parseSpecial,
     maxTokens: o.maxTokens ?? -1,
     stop: o.stop,
-    emitTokens: o.tokens,
+    tokens: o.tokens,
     renderSpecial: o.renderSpecial,
-    markers: o.toolCalls,
+    toolCalls: o.toolCalls,
     greedyToolSyntax: o.greedyToolSyntax,
     temperature: o.temperature,
     topK: o.topK,

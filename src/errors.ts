@@ -1,30 +1,37 @@
 import type { z } from 'zod';
 
-/** Every error code llamux throws or rejects with. */
-export type LlamuxErrorCode =
-  | 'INVALID_ARGUMENT'
-  | 'MODEL_NOT_FOUND'
-  | 'MODEL_INVALID'
-  | 'ABORTED'
-  | 'DISPOSED'
-  | 'CONTEXT_CREATE_FAILED'
-  | 'CONTEXT_OVERFLOW'
-  | 'KV_CACHE_FULL'
-  | 'QUEUE_FULL'
-  | 'DECODE_FAILED'
-  | 'GRAMMAR_FAILED'
-  | 'NATIVE_LOAD_FAILED'
-  | 'STATE_RESTORE_FAILED'
-  | 'SESSION_BUSY'
-  | 'TRANSCRIPT_MISMATCH'
-  | 'UNSUPPORTED'
-  | 'INTERNAL';
+/**
+ * Every error code llamux throws or rejects with. The native list (native/errors.h,
+ * LLAMUX_ERROR_CODES) holds the same names in the same order; test/api/errors.test.ts checks it.
+ */
+export const ERROR_CODES = [
+  'INVALID_ARGUMENT',
+  'MODEL_NOT_FOUND',
+  'MODEL_INVALID',
+  'ABORTED',
+  'DISPOSED',
+  'CONTEXT_CREATE_FAILED',
+  'CONTEXT_OVERFLOW',
+  'KV_CACHE_FULL',
+  'QUEUE_FULL',
+  'DECODE_FAILED',
+  'GRAMMAR_FAILED',
+  'NATIVE_LOAD_FAILED',
+  'STATE_RESTORE_FAILED',
+  'SESSION_BUSY',
+  'TRANSCRIPT_MISMATCH',
+  'UNSUPPORTED',
+  'INTERNAL',
+] as const;
 
-const KNOWN_CODES = new Set<string>([
-  'INVALID_ARGUMENT', 'MODEL_NOT_FOUND', 'MODEL_INVALID', 'ABORTED', 'DISPOSED', 'CONTEXT_CREATE_FAILED',
-  'CONTEXT_OVERFLOW', 'KV_CACHE_FULL', 'QUEUE_FULL', 'DECODE_FAILED', 'GRAMMAR_FAILED', 'NATIVE_LOAD_FAILED',
-  'STATE_RESTORE_FAILED', 'SESSION_BUSY', 'TRANSCRIPT_MISMATCH', 'UNSUPPORTED', 'INTERNAL',
-]);
+export type LlamuxErrorCode = (typeof ERROR_CODES)[number];
+
+const KNOWN_CODES: ReadonlySet<string> = new Set<string>(ERROR_CODES);
+
+/** A code from the native addon (or anywhere untyped): itself when known, else 'INTERNAL'. */
+export function toErrorCode(code: unknown): LlamuxErrorCode {
+  return typeof code === 'string' && KNOWN_CODES.has(code) ? (code as LlamuxErrorCode) : 'INTERNAL';
+}
 
 export interface LlamuxErrorOptions {
   cause?: unknown;
@@ -65,7 +72,7 @@ export function abortError(signal?: AbortSignal, what = 'The operation'): Llamux
 export function fromNative(err: unknown, callerStack?: string): LlamuxError {
   if (err instanceof LlamuxError) return err;
   const e = err as { code?: unknown; message?: unknown } | undefined;
-  const code = typeof e?.code === 'string' && KNOWN_CODES.has(e.code) ? (e.code as LlamuxErrorCode) : 'INTERNAL';
+  const code = toErrorCode(e?.code);
   const message = typeof e?.message === 'string' ? e.message : String(err);
   const out = new LlamuxError(code, message, { cause: err });
   if (callerStack) out.stack = `${out.name}: ${message}\n${callerStack.split('\n').slice(1).join('\n')}`;

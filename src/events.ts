@@ -1,5 +1,9 @@
-/** Why a generation ended. Errors and aborts reject instead (see LlamuxError). */
-export type FinishReason = 'eog' | 'stop' | 'length' | 'abort' | 'error';
+/**
+ * Why a generation ended: an end-of-generation token, a stop string, `maxTokens` or the
+ * context end, or a `prefillOnly()` that warmed its prompt. Errors and aborts reject
+ * instead (see LlamuxError).
+ */
+export type FinishReason = 'eog' | 'stop' | 'length' | 'prefill';
 
 export interface GenerateTimings {
   /** Waiting for a free sequence. */

@@ -1,8 +1,27 @@
-// The public surface of llamux. Nothing is exported by accident: add exports here.
+// The public surface of llamux ('llamux'). Nothing is exported by accident: every name is
+// listed here (no `export *`). The whole tool layer is also at 'llamux/tools', the HTTP
+// server at 'llamux/server', and the GGUF fixture generators at 'llamux/testing'.
+// test/types/public.test-d.ts checks these types; test/api/exports.test.ts the values.
+
+// ---- models, contexts, sessions --------------------------------------------------------
 export { loadModel, Model, TokenAttribute } from './model.js';
 export type { ModelMetadata, TokenInfo, VocabInfo } from './model.js';
 export { Context, Generation } from './context.js';
 export type { ContextSettings } from './context.js';
+export { Session } from './session.js';
+export type { SessionContinueOptions, SessionGenerateOptions, SessionStats } from './session.js';
+export type {
+  ContextOptions,
+  DetokenizeOptions,
+  GenerateOptions,
+  LoadModelOptions,
+  PrefillOptions,
+  SessionOptions,
+  TokenizeOptions,
+} from './options.js';
+export type { NativeCacheStats as CacheStats } from './binding.js';
+
+// ---- events ------------------------------------------------------------------------------
 export type {
   CacheReport,
   FinalEvent,
@@ -17,18 +36,156 @@ export type {
   ToolCallStartEvent,
   ToolCallTruncatedEvent,
 } from './events.js';
+
+// ---- tool-call markers -------------------------------------------------------------------
 export { MARKER_PRESETS, detectMarkerPreset, tokenizeMarker } from './markers.js';
 export type { MarkerOption, MarkerPresetName, ResolvedMarkers, ToolCallMarkers } from './markers.js';
-export { LlamuxError, isLlamuxError } from './errors.js';
+
+// ---- errors and logging ------------------------------------------------------------------
+export { ERROR_CODES, LlamuxError, isLlamuxError } from './errors.js';
 export type { LlamuxErrorCode } from './errors.js';
 export { setLogger } from './logger.js';
 export { describeSystem, systemInfo } from './system-info.js';
 export type { SystemInfo } from './system-info.js';
 export type { LogHandler, LogLevel } from './logger.js';
-export type { ContextOptions, GenerateOptions, LoadModelOptions, PrefillOptions, TokenizeOptions, DetokenizeOptions } from './options.js';
-export type { NativeCacheStats as CacheStats } from './binding.js';
-// Tool calling (also importable as 'llamux/tools').
-export * from './tools/index.js';
-// Chat templates and the agent loop (the HTTP server is at 'llamux/server').
-export * from './chat/index.js';
-export * from './agent/index.js';
+
+// ---- tools (the full tool layer, helpers included, is 'llamux/tools') ------------------------
+export {
+  defineTool,
+  toolToJsonSchema,
+  toolParametersJsonSchema,
+  validateToolArguments,
+  parseCallArguments,
+  TIMEOUT_MODES,
+  checkJsonSchema,
+  compileJsonSchema,
+  JSON_SCHEMA_FORMATS,
+  ok,
+  toolError,
+  askUser,
+  halt,
+  isToolResult,
+  RESERVED_HALT_REASONS,
+  ToolError,
+  UnknownToolError,
+  isToolError,
+  EXECUTOR_ERROR_REASONS,
+  RUNNER_ERROR_REASONS,
+  defaultExecutor,
+  isolateExecutor,
+  jsonEncoder,
+  describeToolError,
+  runToolCalls,
+  streamToolCalls,
+  DEFAULT_TOOL_TIMEOUT_MS,
+  DEFAULT_TIMEOUT_GRACE_MS,
+  ToolCallAccumulator,
+  createToolCallAccumulator,
+  decodeToolArguments,
+  parsePartialJson,
+  runAnthropicToolUse,
+  anthropicToolCalls,
+  toAnthropicToolResults,
+  toAnthropicTool,
+  runOpenAIToolCalls,
+  openAIToolCalls,
+  toOpenAIToolMessages,
+  toOpenAITool,
+} from './tools/index.js';
+export type {
+  Tool,
+  AnyTool,
+  ToolCall,
+  ToolContext,
+  ToolDefinition,
+  ToolHandler,
+  ToolParameters,
+  ToolFunctionSchema,
+  InferToolArgs,
+  IsolateSpec,
+  TimeoutMode,
+  ArgumentsCheck,
+  CompiledJsonSchema,
+  JsonSchema,
+  JsonSchemaIssue,
+  ToolResult,
+  ToolResultKind,
+  OkResult,
+  ErrorResult,
+  AskUserResult,
+  HaltResult,
+  ReservedHaltReason,
+  ToolErrorReason,
+  ExecutorErrorReason,
+  RunnerErrorReason,
+  ToolErrorOptions,
+  ToolExecutor,
+  ToolResultEncoder,
+  RunToolCallsOptions,
+  RunToolCallsResult,
+  OnToolError,
+  OnToolErrorFunction,
+  OnToolErrorDecision,
+  ToolMessage,
+  ToolCallStatus,
+  ToolCallOutcome,
+  HaltMetadata,
+  ToolErrorHaltMetadata,
+  ToolEvent,
+  ToolExecutionStartedEvent,
+  ToolExecutionCompletedEvent,
+  ToolResultEncodedEvent,
+  AskUserRequestedEvent,
+  ToolHaltEvent,
+  ToolBatchErrorEvent,
+  AccumulatedToolCall,
+  ToolCallSnapshot,
+  ToolCallSource,
+  ToolCallAccumulatorOptions,
+  AnthropicContentBlock,
+  AnthropicToolUseBlock,
+  AnthropicToolResultBlock,
+  AnthropicToolResultMessage,
+  AnthropicToolDefinition,
+  AnthropicToolRun,
+  OpenAIToolCall,
+  OpenAIAssistantMessage,
+  OpenAIToolMessage,
+  OpenAIToolDefinition,
+  OpenAIToolRun,
+} from './tools/index.js';
+
+// ---- chat templates and prompts ------------------------------------------------------------
+export { ChatTemplate, DEFAULT_CHAT_TEMPLATE, renderChat } from './chat/template.js';
+export type { ChatTemplateOptions, RenderChatOptions } from './chat/template.js';
+export { buildChatPrompt, markerTexts } from './chat/prompt.js';
+export type { BuildChatPromptOptions, ChatPrompt, MarkerTexts, ReplaySpan } from './chat/prompt.js';
+export { parseToolCallSpan, newToolCallId, argumentsObject } from './chat/tool-calls.js';
+export type { SpanToolCall } from './chat/tool-calls.js';
+export { ChatMessageSchema, ChatMessagesSchema, ChatToolCallSchema, ChatToolDefinitionSchema } from './chat/types.js';
+export type {
+  ChatMessage,
+  ChatSystemMessage,
+  ChatUserMessage,
+  ChatAssistantMessage,
+  ChatToolMessage,
+  ChatToolCall,
+  ChatToolDefinition,
+} from './chat/types.js';
+
+// ---- the agent loop ------------------------------------------------------------------------
+export { Agent } from './agent/agent.js';
+export type { AgentOptions, AgentGenerateOptions, AgentRunOptions } from './agent/agent.js';
+export type {
+  AgentEvent,
+  AgentHeldResult,
+  AgentPendingCall,
+  AgentResult,
+  AgentResumeInput,
+  AgentSpan,
+  AgentState,
+  AgentStatus,
+  AgentToolCallInfo,
+  AgentTurnInfo,
+  AgentTurnReport,
+} from './agent/types.js';

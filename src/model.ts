@@ -4,6 +4,7 @@ import { native, type NativeMetadata, type NativeModel, type NativeVocabInfo } f
 import { Context } from './context.js';
 import { LlamuxError, abortError, fromNative } from './errors.js';
 import { ensureDefaultLogger } from './logger.js';
+import { toInt32Array } from './tokens.js';
 import type { MarkerOption } from './markers.js';
 import {
   ContextOptionsSchema,
@@ -96,7 +97,9 @@ export class Model {
   /** @internal default tool-call markers for this model's contexts */
   defaultMarkers: MarkerOption | undefined;
   #native: NativeModel | undefined;
-  #contexts = new Set<Context>();
+  // Weak: an undisposed context that nobody references is collected (its engine stops).
+  #contexts = new Set<WeakRef<Context>>();
+  #collected = new FinalizationRegistry<WeakRef<Context>>((ref) => this.#contexts.delete(ref));
   #vocab: VocabInfo | undefined;
   #metadata: ModelMetadata | undefined;
   #eog: Set<number> | undefined;
@@ -224,15 +227,20 @@ export class Model {
     if (this.vocabOnly) throw new LlamuxError('UNSUPPORTED', 'This model was loaded with vocabOnly: it has no weights to run a context on');
     const o = parseOptions(ContextOptionsSchema, options, 'context options');
     const ctx = await Context.create(this, o);
-    this.#contexts.add(ctx);
-    ctx.onDispose(() => this.#contexts.delete(ctx));
+    const ref = new WeakRef(ctx);
+    this.#contexts.add(ref);
+    this.#collected.register(ctx, ref, ref);
+    ctx.onDispose(() => {
+      this.#contexts.delete(ref);
+      this.#collected.unregister(ref);
+    });
     return ctx;
   }
 
   /** Disposes every context of this model, then frees the weights. Idempotent. */
   async dispose(): Promise<void> {
     if (!this.#native) return;
-    const contexts = [...this.#contexts];
+    const contexts = [...this.#contexts].flatMap((r) => r.deref() ?? []);
     await Promise.all(contexts.map((c) => c.dispose()));
     this.#native?.dispose();
     this.#native = undefined;
@@ -249,21 +257,6 @@ function checkTokenId(token: number): void {
   }
 }
 
-export function toInt32Array(tokens: ArrayLike<number>): Int32Array {
-  if (tokens instanceof Int32Array) return tokens;
-  if (!tokens || typeof tokens.length !== 'number') {
-    throw new LlamuxError('INVALID_ARGUMENT', 'Expected tokens to be an Int32Array or an array of token ids');
-  }
-  const out = new Int32Array(tokens.length);
-  for (let i = 0; i < tokens.length; i++) {
-    const t = tokens[i];
-    if (!Number.isInteger(t) || (t as number) < 0 || (t as number) > 0x7fffffff) {
-      throw new LlamuxError('INVALID_ARGUMENT', `Expected token ids but the value at index ${i} is ${String(t)}`);
-    }
-    out[i] = t as number;
-  }
-  return out;
-}
 
 /**
  * Loads a GGUF model on a worker thread.
@@ -324,3 +317,5 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
 function hasGpu(): boolean {
   return native.systemInfo().devices.some((d) => d.type === 'gpu' || d.type === 'igpu');
 }
+
+export { toInt32Array };

@@ -134,6 +134,16 @@ export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
 export type GenerateOptions = z.input<typeof GenerateOptionsSchema>;
 export type ParsedGenerateOptions = z.output<typeof GenerateOptionsSchema>;
 
+export const SessionOptionsSchema = z
+  .object({
+    /** The session's id (default: a random UUID). */
+    id: z.string().min(1).max(256).optional(),
+    /** Idle time after which the engine releases the session (default: the context's sessionTtlMs). */
+    ttlMs: z.number().int().positive().optional(),
+  })
+  .strict();
+export type SessionOptions = z.input<typeof SessionOptionsSchema>;
+
 export const PrefillOptionsSchema = z
   .object({
     parentKey: z.string().regex(/^[0-9a-f]{64}$/).optional(),

@@ -1,17 +1,18 @@
+import { LlamuxError } from '../errors.js';
+
 /**
  * Thrown when bytes are not a GGUF file this package can read, or describe one llama.cpp would
- * refuse (truncated, garbage, bad alignment, impossible sizes).
- *
- * Local stand-in until the project's `LlamuxError` lands; `code` already uses the shared code.
+ * refuse (truncated, garbage, bad alignment, impossible sizes). A LlamuxError with the code
+ * `MODEL_INVALID`, plus the byte offset of the problem.
  */
-export class GgufFormatError extends Error {
+export class GgufFormatError extends LlamuxError {
   /** Always `'MODEL_INVALID'`. */
-  readonly code = 'MODEL_INVALID' as const;
+  declare readonly code: 'MODEL_INVALID';
   /** Byte offset in the file where the problem was found, when known. */
   readonly offset: number | undefined;
 
   constructor(message: string, options?: { offset?: number; cause?: unknown }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    super('MODEL_INVALID', message, options?.cause === undefined ? {} : { cause: options.cause });
     this.offset = options?.offset;
   }
 }

@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { LlamuxError, isLlamuxError } from '../../src/index.js';
-import { abortError, fromNative } from '../../src/errors.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ERROR_CODES, abortError, fromNative, toErrorCode } from '../../src/errors.js';
+import { GgufFormatError } from '../../src/gguf/errors.js';
+import { projectRoot } from '../helpers/paths.js';
 
 describe('LlamuxError', () => {
   it('carries a stable code, its message and the name LlamuxError', () => {
@@ -32,5 +36,28 @@ describe('LlamuxError', () => {
     expect(e.stack).toContain('errors.test.ts');
     expect(fromNative(new Error('odd')).code).toBe('INTERNAL');
     expect(fromNative(Object.assign(new Error('x'), { code: 'NOT_A_CODE' })).code).toBe('INTERNAL');
+  });
+});
+
+describe('error codes: one list in TypeScript, one in C++', () => {
+  it('ERROR_CODES matches native/errors.h LLAMUX_ERROR_CODES, in order', () => {
+    const header = readFileSync(join(projectRoot, 'native', 'errors.h'), 'utf8');
+    const native = [...header.matchAll(/^\s*X\(\w+, "([A-Z_]+)"\)/gm)].map((m) => m[1]);
+    expect(native).toEqual([...ERROR_CODES]);
+  });
+
+  it('maps unknown native codes to INTERNAL and keeps known ones', () => {
+    for (const code of ERROR_CODES) expect(toErrorCode(code)).toBe(code);
+    expect(toErrorCode('NOPE')).toBe('INTERNAL');
+    expect(toErrorCode(undefined)).toBe('INTERNAL');
+    expect(toErrorCode(7)).toBe('INTERNAL');
+  });
+
+  it('GgufFormatError is a LlamuxError with MODEL_INVALID', () => {
+    const e = new GgufFormatError('bad magic', { offset: 0 });
+    expect(e).toBeInstanceOf(LlamuxError);
+    expect(isLlamuxError(e, 'MODEL_INVALID')).toBe(true);
+    expect(e.name).toBe('GgufFormatError');
+    expect(e.offset).toBe(0);
   });
 });

@@ -83,4 +83,32 @@ describe('lifetime', () => {
     `, ['--expose-gc']);
     expect(out).toContain('ok');
   });
+
+  it('a dropped, undisposed idle context is collected and its engine thread stops', () => {
+    const out = runChild(`
+      import { loadModel } from ${index};
+      const m = await loadModel(${model});
+      let collected = 0;
+      const registry = new FinalizationRegistry(() => { collected++; });
+      async function useAndDrop(i) {
+        const c = await m.createContext({ contextSize: 256 });
+        const r = await c.complete({ prompt: 'x', maxTokens: 2 });
+        registry.register(c, i);
+        if (r.generatedTokens < 1) throw new Error('no output');
+      }
+      for (let i = 0; i < 3; i++) await useAndDrop(i);
+      // A busy context is not collected: it still delivers its result.
+      const busy = (await m.createContext({ contextSize: 256 })).generate({ prompt: 'y', maxTokens: 4 });
+      for (let i = 0; i < 20 && collected < 3; i++) {
+        globalThis.gc();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const late = await busy.result;
+      console.log(JSON.stringify({ collected, late: late.generatedTokens }));
+      await m.dispose();
+    `, ['--expose-gc']);
+    const res = JSON.parse(out.trim().split('\n').at(-1)!);
+    expect(res.collected).toBe(3);
+    expect(res.late).toBeGreaterThan(0);
+  });
 });

@@ -1,4 +1,4 @@
-#include "engine.h"
+#include "context.h"
 
 #include <cmath>
 #include <set>
@@ -9,10 +9,10 @@
 namespace llamux {
 
 namespace {
-std::mutex g_engines_mu;
-std::set<Engine *> g_engines;
+std::mutex g_contexts_mu;
+std::set<Context *> g_contexts;
 
-const napi_type_tag kEngineTag = {0x6c6c616d7578456eULL, 0x67696e6554616731ULL};
+const napi_type_tag kContextTag = {0x6c6c616d7578456eULL, 0x67696e6554616731ULL};
 
 Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
   Napi::Object o = Napi::Object::New(env);
@@ -34,18 +34,18 @@ Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
 
 Napi::Object ReadyToJs(Napi::Env env, const ReadyInfo &r) {
   Napi::Object o = Napi::Object::New(env);
-  o.Set("contextSize", r.nCtx);
-  o.Set("sequenceContextSize", r.nCtxSeq);
-  o.Set("batchSize", r.nBatch);
-  o.Set("microBatchSize", r.nUbatch);
-  o.Set("sequences", r.nSeqMax);
-  o.Set("threads", r.nThreads);
-  o.Set("batchThreads", r.nThreadsBatch);
-  o.Set("unifiedKv", r.kvUnified);
-  o.Set("flashAttention", r.flashAttn);
-  o.Set("kvTypeK", r.typeK);
-  o.Set("kvTypeV", r.typeV);
-  o.Set("canTruncateKv", r.canTruncate);
+  o.Set("contextSize", r.contextSize);
+  o.Set("sequenceContextSize", r.sequenceContextSize);
+  o.Set("batchSize", r.batchSize);
+  o.Set("microBatchSize", r.microBatchSize);
+  o.Set("sequences", r.sequences);
+  o.Set("threads", r.threads);
+  o.Set("batchThreads", r.batchThreads);
+  o.Set("unifiedKv", r.unifiedKv);
+  o.Set("flashAttention", r.flashAttention);
+  o.Set("kvTypeK", r.kvTypeK);
+  o.Set("kvTypeV", r.kvTypeV);
+  o.Set("canTruncateKv", r.canTruncateKv);
   return o;
 }
 
@@ -54,45 +54,47 @@ const char *EventTypeName(EventType t) {
     case EventType::Ready: return "ready";
     case EventType::Text: return "text";
     case EventType::Final: return "final";
-    case EventType::EngineError: return "engineError";
+    case EventType::CreateFailed: return "createFailed";
     case EventType::Closed: return "closed";
     case EventType::ToolCallStart: return "toolCallStart";
     case EventType::ToolCallDelta: return "toolCallDelta";
     case EventType::ToolCallEnd: return "toolCallEnd";
+    case EventType::SessionDone: return "sessionDone";
   }
   return "unknown";
 }
 }  // namespace
 
-Napi::Object Engine::Init(Napi::Env env, Napi::Object exports) {
-  Napi::Function ctor = DefineClass(env, "Engine", {
-      InstanceMethod<&Engine::Submit>("submit"),
-      InstanceMethod<&Engine::Cancel>("cancel"),
-      InstanceMethod<&Engine::Pause>("pause"),
-      InstanceMethod<&Engine::SetRef>("setRef"),
-      InstanceMethod<&Engine::Close>("close"),
-      InstanceMethod<&Engine::Stats>("stats"),
+Napi::Object Context::Init(Napi::Env env, Napi::Object exports) {
+  Napi::Function ctor = DefineClass(env, "Context", {
+      InstanceMethod<&Context::Submit>("submit"),
+      InstanceMethod<&Context::SessionCommand>("sessionCommand"),
+      InstanceMethod<&Context::Cancel>("cancel"),
+      InstanceMethod<&Context::Pause>("pause"),
+      InstanceMethod<&Context::SetRef>("setRef"),
+      InstanceMethod<&Context::Close>("close"),
+      InstanceMethod<&Context::Stats>("stats"),
   });
-  exports.Set("Engine", ctor);
-  exports.Set("shutdownAll", Napi::Function::New(env, &Engine::ShutdownAll, "shutdownAll"));
+  exports.Set("Context", ctor);
+  exports.Set("shutdownAll", Napi::Function::New(env, &Context::ShutdownAll, "shutdownAll"));
   return exports;
 }
 
-Napi::Value Engine::ShutdownAll(const Napi::CallbackInfo &info) {
-  std::vector<Engine *> all;
+Napi::Value Context::ShutdownAll(const Napi::CallbackInfo &info) {
+  std::vector<Context *> all;
   {
-    // Only this environment's engines: a worker thread exiting leaves the others running.
-    std::lock_guard<std::mutex> lk(g_engines_mu);
-    for (Engine *e : g_engines) {
+    // Only this environment's contexts: a worker thread exiting leaves the others running.
+    std::lock_guard<std::mutex> lk(g_contexts_mu);
+    for (Context *e : g_contexts) {
       if (e->env_ == static_cast<napi_env>(info.Env())) all.push_back(e);
     }
   }
-  for (Engine *e : all) e->StopAndJoin();
+  for (Context *e : all) e->StopAndJoin();
   return info.Env().Undefined();
 }
 
-// new Engine(model, options, onEvents)
-Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) {
+// new Context(model, options, onEvents)
+Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(info) {
   Napi::Env env = info.Env();
   Model *model = info.Length() > 0 ? Model::Unwrap(info[0]) : nullptr;
   if (model == nullptr) throw Napi::TypeError::New(env, "Expected argument 0 (model) to be a Model");
@@ -100,17 +102,17 @@ Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) 
   LLAMUX_REQUIRE_FUNCTION(info, 2, "onEvents");
   model_ = model->Handle(env);
   Napi::Object o = info[1].As<Napi::Object>();
-  EngineConfig cfg;
-  cfg.nCtx = static_cast<uint32_t>(GetInt(o, "contextSize", 4096));
-  cfg.nBatch = static_cast<uint32_t>(GetInt(o, "batchSize", 512));
-  cfg.nUbatch = static_cast<uint32_t>(GetInt(o, "microBatchSize", 512));
-  cfg.nSeqMax = static_cast<uint32_t>(GetInt(o, "sequences", 1));
-  cfg.nThreads = static_cast<int32_t>(GetInt(o, "threads", 0));
-  cfg.nThreadsBatch = static_cast<int32_t>(GetInt(o, "batchThreads", 0));
-  cfg.kvUnified = GetBool(o, "unifiedKv", true);
-  cfg.flashAttn = static_cast<int32_t>(GetInt(o, "flashAttention", -1));
-  cfg.typeK = static_cast<int32_t>(GetInt(o, "kvTypeK", -1));
-  cfg.typeV = static_cast<int32_t>(GetInt(o, "kvTypeV", -1));
+  ContextConfig cfg;
+  cfg.contextSize = static_cast<uint32_t>(GetInt(o, "contextSize", 4096));
+  cfg.batchSize = static_cast<uint32_t>(GetInt(o, "batchSize", 512));
+  cfg.microBatchSize = static_cast<uint32_t>(GetInt(o, "microBatchSize", 512));
+  cfg.sequences = static_cast<uint32_t>(GetInt(o, "sequences", 1));
+  cfg.threads = static_cast<int32_t>(GetInt(o, "threads", 0));
+  cfg.batchThreads = static_cast<int32_t>(GetInt(o, "batchThreads", 0));
+  cfg.unifiedKv = GetBool(o, "unifiedKv", true);
+  cfg.flashAttention = static_cast<int32_t>(GetInt(o, "flashAttention", -1));
+  cfg.kvTypeK = static_cast<int32_t>(GetInt(o, "kvTypeK", -1));
+  cfg.kvTypeV = static_cast<int32_t>(GetInt(o, "kvTypeV", -1));
   cfg.maxQueued = static_cast<uint32_t>(GetInt(o, "maxQueued", 1024));
   cfg.prefillChunk = static_cast<uint32_t>(GetInt(o, "prefillChunk", 0));
   auto readTokens = [&](const char *key, std::vector<llama_token> *dst) {
@@ -127,56 +129,67 @@ Engine::Engine(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Engine>(info) 
   cfg.cacheDir = GetString(o, "cacheDir", "");
   cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));
   cfg.modelFingerprint = model_->fingerprint;
-  cfg.reuse = GetBool(o, "prefixCache", true);
+  cfg.prefixCache = GetBool(o, "prefixCache", true);
   readTokens("markerStart", &cfg.markers.start);
   readTokens("markerEnd", &cfg.markers.end);
   readTokens("markerPayloadStart", &cfg.markers.payloadStart);
   readTokens("markerPayloadEnd", &cfg.markers.payloadEnd);
-  if (cfg.nSeqMax < 1 || cfg.nSeqMax > 256) throw Napi::RangeError::New(env, "sequences must be in 1..256");
-  if (cfg.nBatch < 1 || cfg.nCtx < 1) throw Napi::RangeError::New(env, "contextSize and batchSize must be positive");
+  if (cfg.sequences < 1 || cfg.sequences > 256) throw Napi::RangeError::New(env, "sequences must be in 1..256");
+  if (cfg.batchSize < 1 || cfg.contextSize < 1) throw Napi::RangeError::New(env, "contextSize and batchSize must be positive");
 
-  info.This().As<Napi::Object>().TypeTag(&kEngineTag);
-  tsfn_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "llamux.engine", 0, 1, this,
-                                        &Engine::OnFinalize, static_cast<void *>(nullptr));
+  info.This().As<Napi::Object>().TypeTag(&kContextTag);
+  outbox_ = new Outbox();
+  outbox_->context = this;
+  tsfn_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "llamux.context", 0, 1, outbox_,
+                                        &Context::OnFinalize, static_cast<void *>(nullptr));
   sched_ = std::make_unique<Scheduler>(model_->model, cfg, [this](std::vector<Event> &&evs) { Post(std::move(evs)); });
-  Ref();  // the JS object stays alive while its thread runs; released in OnFinalize
+  // No Ref(): the JS object holds no strong reference to itself, so a dropped, idle
+  // context is collected (context.ts keeps a busy one reachable). ~Context stops the thread.
   env_ = env;
-  napi_add_env_cleanup_hook(env, &Engine::TeardownHook, this);
+  napi_add_env_cleanup_hook(env, &Context::TeardownHook, this);
   hookAdded_ = true;
   {
-    std::lock_guard<std::mutex> lk(g_engines_mu);
-    g_engines.insert(this);
+    std::lock_guard<std::mutex> lk(g_contexts_mu);
+    g_contexts.insert(this);
   }
   thread_ = std::thread([this] { ThreadMain(); });
 }
 
-Engine::~Engine() {
+Context::~Context() {
   {
-    std::lock_guard<std::mutex> lk(g_engines_mu);
-    g_engines.erase(this);
+    std::lock_guard<std::mutex> lk(g_contexts_mu);
+    g_contexts.erase(this);
   }
-  StopAndJoin();
+  StopAndJoin();  // the thread has released the thread-safe function when this returns
+  if (hookAdded_) {
+    napi_remove_env_cleanup_hook(env_, &Context::TeardownHook, this);
+    hookAdded_ = false;
+  }
+  if (outbox_ != nullptr) {
+    std::lock_guard<std::mutex> lk(outbox_->mu);
+    outbox_->context = nullptr;  // calls still queued and the finalizer find no Context
+  }
 }
 
-void Engine::TeardownHook(void *arg) {
-  auto *self = static_cast<Engine *>(arg);
+void Context::TeardownHook(void *arg) {
+  auto *self = static_cast<Context *>(arg);
   self->hookAdded_ = false;
   self->StopAndJoin();
 }
 
-void Engine::StopAndJoin() {
+void Context::StopAndJoin() {
   if (sched_) sched_->Close();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
-void Engine::ThreadMain() {
+void Context::ThreadMain() {
   std::string error;
   if (sched_->Start(&error)) {
     sched_->Run();
   } else {
     Event ev;
-    ev.type = EventType::EngineError;
-    ev.code = "CONTEXT_CREATE_FAILED";
+    ev.type = EventType::CreateFailed;
+    ev.code = ErrorCodeName(ErrorCode::ContextCreateFailed);
     ev.message = error;
     Post({std::move(ev)});
   }
@@ -188,28 +201,33 @@ void Engine::ThreadMain() {
   tsfn_.Release();
 }
 
-void Engine::Post(std::vector<Event> &&events) {
-  std::lock_guard<std::mutex> lk(outMu_);
-  for (auto &e : events) outbox_.push_back(std::move(e));
-  if (scheduled_) return;
-  scheduled_ = true;
-  if (tsfn_.NonBlockingCall(this, [](Napi::Env env, Napi::Function fn, Engine *self) {
+void Context::Post(std::vector<Event> &&events) {
+  Outbox *box = outbox_;
+  std::lock_guard<std::mutex> lk(box->mu);
+  for (auto &e : events) box->events.push_back(std::move(e));
+  if (box->scheduled) return;
+  box->scheduled = true;
+  if (tsfn_.NonBlockingCall(box, [](Napi::Env env, Napi::Function fn, Outbox *b) {
         try {
-          Engine::CallJs(env, fn, self, nullptr);
-        } catch (...) {
-          // JS is shutting down (or threw): events for a dead environment are dropped
+          Context::CallJs(env, fn, b);
+        } catch (const Napi::Error &e) {
+          // context.ts handles every event inside its own try/catch (a failure ends that
+          // request with INTERNAL), so an exception here is a bug: raise it as an uncaught
+          // exception instead of dropping the batch and leaving requests hanging. While the
+          // environment shuts down there is nothing to raise it in, and nobody waits.
+          if (env != nullptr && !e.Value().IsEmpty()) napi_fatal_exception(env, e.Value());
         }
       }) != napi_ok) {
-    scheduled_ = false;
+    box->scheduled = false;
   }
 }
 
-void Engine::CallJs(Napi::Env env, Napi::Function fn, Engine *self, void *) {
+void Context::CallJs(Napi::Env env, Napi::Function fn, Outbox *box) {
   std::vector<Event> batch;
   {
-    std::lock_guard<std::mutex> lk(self->outMu_);
-    batch.swap(self->outbox_);
-    self->scheduled_ = false;
+    std::lock_guard<std::mutex> lk(box->mu);
+    batch.swap(box->events);
+    box->scheduled = false;
   }
   if (env == nullptr || batch.empty()) return;
   Napi::Array arr = Napi::Array::New(env, batch.size());
@@ -240,11 +258,17 @@ void Engine::CallJs(Napi::Env env, Napi::Function fn, Engine *self, void *) {
       case EventType::Ready:
         o.Set("ready", ReadyToJs(env, e.ready));
         break;
-      case EventType::EngineError:
+      case EventType::CreateFailed:
         o.Set("code", e.code);
         o.Set("message", e.message);
         break;
       case EventType::Closed:
+        break;
+      case EventType::SessionDone:
+        if (!e.code.empty()) {
+          o.Set("code", e.code);
+          o.Set("message", e.message);
+        }
         break;
       case EventType::ToolCallStart:
         o.Set("index", e.index);
@@ -268,11 +292,15 @@ void Engine::CallJs(Napi::Env env, Napi::Function fn, Engine *self, void *) {
   fn.Call({arr});
 }
 
-void Engine::OnFinalize(Napi::Env env, void *, Engine *self) {
+void Context::OnFinalize(Napi::Env env, void *, Outbox *box) {
+  Context *self = box->context;
+  delete box;
+  if (self == nullptr) return;  // the Context was collected (and its thread joined) first
+  self->outbox_ = nullptr;
   if (self->thread_.joinable()) self->thread_.join();
   self->finalized_ = true;
   if (self->hookAdded_) {
-    napi_remove_env_cleanup_hook(self->env_, &Engine::TeardownHook, self);
+    napi_remove_env_cleanup_hook(self->env_, &Context::TeardownHook, self);
     self->hookAdded_ = false;
   }
   try {
@@ -281,11 +309,6 @@ void Engine::OnFinalize(Napi::Env env, void *, Engine *self) {
     // environment shutting down: nobody is waiting any more
   }
   self->closeWaiters_.clear();
-  try {
-    self->Unref();
-  } catch (...) {
-    // environment teardown: references can no longer change
-  }
 }
 
 static void ReadSampling(Napi::Env env, const Napi::Object &o, SamplerParams &s, int32_t nVocab) {
@@ -310,7 +333,7 @@ static void ReadSampling(Napi::Env env, const Napi::Object &o, SamplerParams &s,
     size_t n = std::min(toks.ElementLength(), vals.ElementLength());
     for (size_t i = 0; i < n; i++) {
       if (toks[i] < 0 || toks[i] >= nVocab) {
-        ThrowCoded(env, "INVALID_ARGUMENT", "logitBias token " + std::to_string(toks[i]) + " is outside the vocabulary");
+        ThrowCoded(env, ErrorCode::InvalidArgument, "logitBias token " + std::to_string(toks[i]) + " is outside the vocabulary");
       }
       s.logitBias.emplace_back(toks[i], vals[i]);
     }
@@ -318,9 +341,9 @@ static void ReadSampling(Napi::Env env, const Napi::Object &o, SamplerParams &s,
 }
 
 // submit(params) -> undefined; throws QUEUE_FULL or DISPOSED
-Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
+Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
-  if (closeRequested_) ThrowCoded(env, "DISPOSED", "The context has been disposed");
+  if (closeRequested_) ThrowCoded(env, ErrorCode::Disposed, "The context has been disposed");
   LLAMUX_REQUIRE_OBJECT(info, 0, "params");
   Napi::Object o = info[0].As<Napi::Object>();
   auto p = std::make_unique<RequestParams>();
@@ -334,7 +357,7 @@ Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
     p->promptTokens.assign(t.Data(), t.Data() + t.ElementLength());
     for (size_t i = 0; i < p->promptTokens.size(); i++) {
       if (p->promptTokens[i] < 0 || p->promptTokens[i] >= model_->n_vocab) {
-        ThrowCoded(env, "INVALID_ARGUMENT", "Prompt token " + std::to_string(p->promptTokens[i]) + " at index " +
+        ThrowCoded(env, ErrorCode::InvalidArgument, "Prompt token " + std::to_string(p->promptTokens[i]) + " at index " +
                                                 std::to_string(i) + " is outside the vocabulary");
       }
     }
@@ -344,15 +367,14 @@ Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
   p->addSpecial = GetBool(o, "addSpecial", true);
   p->parseSpecial = GetBool(o, "parseSpecial", false);
   p->maxTokens = static_cast<int32_t>(GetInt(o, "maxTokens", -1));
-  p->emitTokens = GetBool(o, "emitTokens", false);
+  p->tokens = GetBool(o, "tokens", false);
   p->renderSpecial = GetBool(o, "renderSpecial", false);
-  p->markers = GetBool(o, "markers", true);
+  p->toolCalls = GetBool(o, "toolCalls", true);
   p->sessionId = GetString(o, "sessionId", "");
   p->waitForSession = GetBool(o, "waitForSession", false);
+  p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
   p->continueSession = GetBool(o, "continueSession", false);
   p->prefillOnly = GetBool(o, "prefillOnly", false);
-  p->forkFrom = GetString(o, "forkFrom", "");
-  p->endSession = GetBool(o, "endSession", false);
   Napi::Value expect = o.Get("expectCommitted");
   if (expect.IsTypedArray()) {
     Napi::Int32Array e = expect.As<Napi::Int32Array>();
@@ -370,13 +392,41 @@ Napi::Value Engine::Submit(const Napi::CallbackInfo &info) {
   }
   ReadSampling(env, o, p->sampling, model_->n_vocab);
   if (!sched_->Submit(std::move(p))) {
-    ThrowCoded(env, "QUEUE_FULL", "The request queue is full; wait for running requests to finish or raise maxQueued");
+    ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
+  }
+  return env.Undefined();
+}
+
+// sessionCommand({ id, op: 'end' | 'fork', sessionId, from?, wait?, sessionTtlMs? }) -> undefined;
+// the result arrives as a sessionDone event. Throws QUEUE_FULL or DISPOSED.
+Napi::Value Context::SessionCommand(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (closeRequested_) ThrowCoded(env, ErrorCode::Disposed, "The context has been disposed");
+  LLAMUX_REQUIRE_OBJECT(info, 0, "command");
+  Napi::Object o = info[0].As<Napi::Object>();
+  auto p = std::make_unique<RequestParams>();
+  p->id = static_cast<uint64_t>(GetNumber(o, "id", 0));
+  p->command = std::make_unique<llamux::SessionCommand>();
+  std::string op = GetString(o, "op", "");
+  if (op == "end") {
+    p->command->op = llamux::SessionCommand::Op::End;
+  } else if (op == "fork") {
+    p->command->op = llamux::SessionCommand::Op::Fork;
+    p->command->from = GetString(o, "from", "");
+  } else {
+    throw Napi::TypeError::New(env, "command.op must be 'end' or 'fork'");
+  }
+  p->sessionId = GetString(o, "sessionId", "");
+  p->waitForSession = GetBool(o, "wait", false);
+  p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
+  if (!sched_->Submit(std::move(p))) {
+    ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
   }
   return env.Undefined();
 }
 
 // stats() -> cache counters (read without stopping the engine thread)
-Napi::Value Engine::Stats(const Napi::CallbackInfo &info) {
+Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   const CacheCounters &c = sched_->Counters();
   Napi::Object o = Napi::Object::New(env);
@@ -399,21 +449,21 @@ Napi::Value Engine::Stats(const Napi::CallbackInfo &info) {
   return o;
 }
 
-Napi::Value Engine::Cancel(const Napi::CallbackInfo &info) {
+Napi::Value Context::Cancel(const Napi::CallbackInfo &info) {
   LLAMUX_REQUIRE_NUMBER(info, 0, "id");
   if (!closeRequested_) sched_->Cancel(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()));
   return info.Env().Undefined();
 }
 
-Napi::Value Engine::Pause(const Napi::CallbackInfo &info) {
+Napi::Value Context::Pause(const Napi::CallbackInfo &info) {
   LLAMUX_REQUIRE_NUMBER(info, 0, "id");
   bool paused = info.Length() > 1 && info[1].ToBoolean().Value();
   if (!closeRequested_) sched_->SetPaused(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()), paused);
   return info.Env().Undefined();
 }
 
-// Keeps the process alive only while JS has work in flight on this engine.
-Napi::Value Engine::SetRef(const Napi::CallbackInfo &info) {
+// Keeps the process alive only while JS has work in flight on this context.
+Napi::Value Context::SetRef(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   bool want = info.Length() > 0 && info[0].ToBoolean().Value();
   if (!finalized_ && want != refd_) {
@@ -424,7 +474,7 @@ Napi::Value Engine::SetRef(const Napi::CallbackInfo &info) {
 }
 
 // close() -> Promise<void>, resolved once the engine thread has ended and freed the context.
-Napi::Value Engine::Close(const Napi::CallbackInfo &info) {
+Napi::Value Context::Close(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   auto d = Napi::Promise::Deferred::New(env);
   if (finalized_) {

@@ -59,9 +59,9 @@ struct CacheEntry {
   size_t Bytes() const { return blob.size() + tokens.size() * sizeof(llama_token) + 64; }
 };
 
-class StateCache {
+class RamTier {
  public:
-  explicit StateCache(size_t budgetBytes, size_t blockSize = 16) : budget_(budgetBytes), block_(blockSize) {}
+  explicit RamTier(size_t budgetBytes, size_t blockSize = 16) : budget_(budgetBytes), block_(blockSize) {}
 
   // Inserts (replacing an entry with the same tokens or session). Evicts least recently
   // used entries until it fits. Returns false (and stores nothing) when it cannot fit.

@@ -1,4 +1,4 @@
-// Engine: the JS-visible owner of one llama_context and the native thread that runs
+// Context: the JS-visible owner of one llama_context and the native thread that runs
 // every decode for it. Events travel to JS in batches through one ThreadSafeFunction,
 // with at most one call queued at a time.
 #pragma once
@@ -14,27 +14,38 @@
 
 namespace llamux {
 
-class Engine : public Napi::ObjectWrap<Engine> {
+class Context : public Napi::ObjectWrap<Context> {
  public:
   static Napi::Object Init(Napi::Env env, Napi::Object exports);
   // Stops and joins every engine thread of this process (JS calls it on 'exit', before
   // static destructors run under a still-decoding thread).
   static Napi::Value ShutdownAll(const Napi::CallbackInfo &info);
-  explicit Engine(const Napi::CallbackInfo &info);
-  ~Engine() override;
+  explicit Context(const Napi::CallbackInfo &info);
+  ~Context() override;
 
  private:
   Napi::Value Submit(const Napi::CallbackInfo &info);
+  Napi::Value SessionCommand(const Napi::CallbackInfo &info);
   Napi::Value Cancel(const Napi::CallbackInfo &info);
   Napi::Value Pause(const Napi::CallbackInfo &info);
   Napi::Value SetRef(const Napi::CallbackInfo &info);
   Napi::Value Close(const Napi::CallbackInfo &info);
   Napi::Value Stats(const Napi::CallbackInfo &info);
 
+  // What the engine thread hands to JS. It outlives the Context when the JS object is
+  // collected first (the thread-safe function may still run or finalize after that), so
+  // calls into JS and the finalizer reach the Context only through `context`.
+  struct Outbox {
+    std::mutex mu;
+    std::vector<Event> events;
+    bool scheduled = false;
+    Context *context = nullptr;  // nullptr once the Context is destroyed
+  };
+
   void ThreadMain();
   void Post(std::vector<Event> &&events);
-  static void CallJs(Napi::Env env, Napi::Function fn, Engine *self, void *);
-  static void OnFinalize(Napi::Env env, void *, Engine *self);
+  static void CallJs(Napi::Env env, Napi::Function fn, Outbox *box);
+  static void OnFinalize(Napi::Env env, void *, Outbox *box);
   void StopAndJoin();
   static void TeardownHook(void *arg);
 
@@ -42,9 +53,7 @@ class Engine : public Napi::ObjectWrap<Engine> {
   std::unique_ptr<Scheduler> sched_;
   std::thread thread_;
   Napi::ThreadSafeFunction tsfn_;
-  std::mutex outMu_;
-  std::vector<Event> outbox_;
-  bool scheduled_ = false;
+  Outbox *outbox_ = nullptr;  // owned by the thread-safe function (freed in OnFinalize)
   bool closeRequested_ = false;
   bool finalized_ = false;
   bool refd_ = true;

@@ -1,4 +1,4 @@
-#include "prefix_cache.h"
+#include "ram_tier.h"
 
 #include <algorithm>
 
@@ -31,11 +31,11 @@ void IndexBlocks(BlockIndex *index, uint64_t id, const std::vector<llama_token> 
   }
 }
 
-void StateCache::Unindex(const CacheEntry &e) {
+void RamTier::Unindex(const CacheEntry &e) {
   if (e.session.empty()) IndexBlocks(&index_, e.id, e.tokens, block_, false);
 }
 
-void StateCache::Erase(uint64_t id) {
+void RamTier::Erase(uint64_t id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   CacheEntry &e = it->second;
@@ -46,7 +46,7 @@ void StateCache::Erase(uint64_t id) {
   entries_.erase(it);
 }
 
-bool StateCache::Insert(std::vector<llama_token> tokens, std::vector<uint8_t> blob, const std::string &session) {
+bool RamTier::Insert(std::vector<llama_token> tokens, std::vector<uint8_t> blob, const std::string &session) {
   CacheEntry e;
   e.tokens = std::move(tokens);
   e.blob = std::move(blob);
@@ -79,18 +79,18 @@ bool StateCache::Insert(std::vector<llama_token> tokens, std::vector<uint8_t> bl
   return true;
 }
 
-CacheEntry *StateCache::Lookup(const std::vector<llama_token> &prompt, size_t *common) {
+CacheEntry *RamTier::Lookup(const std::vector<llama_token> &prompt, size_t *common) {
   return LongestPrefix(index_, entries_, prompt, block_, common);
 }
 
-CacheEntry *StateCache::FindSession(const std::string &session) {
+CacheEntry *RamTier::FindSession(const std::string &session) {
   auto s = sessions_.find(session);
   if (s == sessions_.end()) return nullptr;
   auto it = entries_.find(s->second);
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-void StateCache::Touch(CacheEntry *e) {
+void RamTier::Touch(CacheEntry *e) {
   lru_.erase(e->lru);
   lru_.push_front(e->id);
   e->lru = lru_.begin();

@@ -1,0 +1,102 @@
+#include "batch.h"
+
+#include <algorithm>
+
+namespace llamux {
+
+Batch::Batch(llama_context *ctx, uint32_t capacity, uint32_t tickBudget)
+    : ctx_(ctx), capacity_(static_cast<int32_t>(capacity)), tickBudget_(tickBudget) {
+  batch_ = llama_batch_init(capacity_, 0, 1);
+}
+
+Batch::~Batch() {
+  if (batch_.token != nullptr) llama_batch_free(batch_);
+}
+
+void Batch::Add(Request &r, size_t count, bool wantLogits) {
+  for (size_t i = 0; i < count; i++) {
+    int32_t k = batch_.n_tokens++;
+    size_t pos = r.nPast + i;
+    batch_.token[k] = r.tokens[pos];
+    batch_.pos[k] = static_cast<llama_pos>(pos);
+    batch_.n_seq_id[k] = 1;
+    batch_.seq_id[k][0] = r.seq->seq;
+    batch_.logits[k] = (wantLogits && i + 1 == count) ? 1 : 0;
+  }
+  r.batchCount = count;
+  r.logitIdx = wantLogits ? batch_.n_tokens - 1 : -1;
+  members_.push_back(&r);
+}
+
+bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
+  batch_.n_tokens = 0;
+  members_.clear();
+  // 1) One token for every decoding sequence: decoding never waits behind a prompt.
+  for (auto &rp : active) {
+    Request &r = *rp;
+    r.batchCount = 0;
+    r.logitIdx = -1;
+    if (r.done || r.paused || r.nGenerated == 0) continue;
+    if (batch_.n_tokens >= capacity_) break;
+    if (r.tokens.size() - r.nPast == 1) Add(r, 1, true);
+  }
+  // 2) Prompt chunks, oldest request first, under the per-tick budget. A quarter of the
+  //    budget is always kept for prompts so many decoders cannot starve a new request.
+  int32_t nDecode = batch_.n_tokens;
+  int32_t budget = static_cast<int32_t>(tickBudget_);
+  int32_t prefillAllowance = std::max(budget - nDecode, std::max<int32_t>(1, budget / 4));
+  prefillAllowance = std::min(prefillAllowance, capacity_ - nDecode);
+  for (auto &rp : active) {
+    Request &r = *rp;
+    if (prefillAllowance <= 0) break;
+    if (r.done || r.nGenerated > 0) continue;
+    size_t pending = r.tokens.size() - r.nPast;
+    if (pending == 0) continue;
+    size_t n = std::min(pending, static_cast<size_t>(prefillAllowance));
+    if (!r.prefillStarted) {
+      r.prefillStarted = true;
+      r.tPrefillStart = Clock::now();
+    }
+    Add(r, n, n == pending && !r.p->prefillOnly);
+    prefillAllowance -= static_cast<int32_t>(n);
+  }
+  return batch_.n_tokens > 0;
+}
+
+int32_t Batch::Decode() {
+  try {
+    return llama_decode(ctx_, batch_);
+  } catch (const std::exception &) {
+    return -100;
+  }
+}
+
+void Batch::KeepComputed(llama_memory_t mem) {
+  for (Request *rp : members_) {
+    Request &r = *rp;
+    if (r.done) continue;
+    llama_pos posMax = llama_memory_seq_pos_max(mem, r.seq->seq);
+    size_t computed = posMax < 0 ? 0 : static_cast<size_t>(posMax) + 1;
+    size_t keep = computed > r.nPast ? std::min(computed - r.nPast, r.batchCount) : 0;
+    if (r.logitIdx >= 0 && keep == r.batchCount) keep--;
+    r.nPast += keep;
+    if (!llama_memory_seq_rm(mem, r.seq->seq, static_cast<llama_pos>(r.nPast), -1)) {
+      llama_memory_seq_rm(mem, r.seq->seq, -1, -1);
+      r.nPast = 0;
+    }
+  }
+}
+
+bool Batch::FreeIdle(llama_memory_t mem, std::vector<Sequence> &sequences) {
+  bool freed = false;
+  for (auto &s : sequences) {
+    if (s.req == nullptr && !s.tokens.empty()) {
+      llama_memory_seq_rm(mem, s.seq, -1, -1);
+      s.tokens.clear();
+      freed = true;
+    }
+  }
+  return freed;
+}
+
+}  // namespace llamux

@@ -1,0 +1,47 @@
+// One tick's llama_batch: building it from the active requests, decoding it, and recovering
+// when a decode is aborted (keep what was computed) or finds no room in the KV cache (free
+// the KV of idle sequences). Plain C++, engine thread only.
+#pragma once
+#include <llama.h>
+
+#include <memory>
+#include <vector>
+
+#include "request_state.h"
+
+namespace llamux {
+
+class Batch {
+ public:
+  Batch(llama_context *ctx, uint32_t capacity, uint32_t tickBudget);
+  ~Batch();
+  Batch(const Batch &) = delete;
+  Batch &operator=(const Batch &) = delete;
+
+  // One token for every decoding request first (decoding never waits behind a prompt),
+  // then prompt chunks, oldest first, under the per-tick budget. False when empty.
+  bool Build(const std::vector<std::unique_ptr<Request>> &active);
+  const std::vector<Request *> &Members() const { return members_; }
+
+  // llama_decode: 0 ok, 1 no room in the KV cache, 2 aborted, other values failed
+  // (-100: llama.cpp threw).
+  int32_t Decode();
+
+  // After an abort: finished ubatches stay in the KV. Keeps what was computed, except a row
+  // whose logits were needed (they are not kept); the rest is decoded again next tick.
+  void KeepComputed(llama_memory_t mem);
+
+  // After "no room": drops the KV kept by idle sequences. False when there was none.
+  static bool FreeIdle(llama_memory_t mem, std::vector<Sequence> &sequences);
+
+ private:
+  void Add(Request &r, size_t count, bool wantLogits);
+
+  llama_context *ctx_;
+  llama_batch batch_{};
+  int32_t capacity_;
+  uint32_t tickBudget_;
+  std::vector<Request *> members_;
+};
+
+}  // namespace llamux

@@ -1,0 +1,195 @@
+#include "output.h"
+
+#include <algorithm>
+
+namespace llamux {
+
+std::string Output::Piece(llama_token tok, bool special) const {
+  char buf[256];
+  int32_t n = llama_token_to_piece(vocab_, tok, buf, sizeof(buf), 0, special);
+  if (n >= 0) return std::string(buf, static_cast<size_t>(n));
+  std::string piece(static_cast<size_t>(-n), '\0');
+  n = llama_token_to_piece(vocab_, tok, piece.data(), static_cast<int32_t>(piece.size()), 0, special);
+  piece.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return piece;
+}
+
+void Output::EmitPendingText(Request &r, bool evenIfEmpty) {
+  if (r.pendingText.empty() && (!evenIfEmpty || r.pendingTokens.empty())) return;
+  Event ev;
+  ev.type = EventType::Text;
+  ev.id = r.p->id;
+  ev.text.swap(r.pendingText);
+  ev.tokens.swap(r.pendingTokens);
+  Emit(std::move(ev));
+}
+
+void Output::EmitSpanDelta(Request &r) {
+  if (r.pendingSpan.empty()) return;
+  r.spanText += r.pendingSpan;
+  Event ev;
+  ev.type = EventType::ToolCallDelta;
+  ev.id = r.p->id;
+  ev.index = r.spanIndex;
+  ev.text.swap(r.pendingSpan);
+  Emit(std::move(ev));
+}
+
+void Output::CloseSpan(Request &r, bool truncated) {
+  r.spanStream->Flush(&r.pendingSpan);
+  EmitSpanDelta(r);
+  Event ev;
+  ev.type = EventType::ToolCallEnd;
+  ev.id = r.p->id;
+  ev.index = r.spanIndex;
+  ev.text = r.spanText;
+  ev.tokens = r.spanTokens;
+  ev.truncated = truncated;
+  Emit(std::move(ev));
+  r.spanOpen = false;
+  r.spanIndex++;
+}
+
+// Routes what the marker matcher released. Returns true when a stop string completed.
+bool Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs) {
+  for (const auto &o : outs) {
+    switch (o.kind) {
+      case MarkerMatcher::Kind::Text:
+        for (llama_token t : o.tokens) {
+          if (r.p->tokens) r.pendingTokens.push_back(t);
+          if (r.text->Push(Piece(t, r.p->renderSpecial), &r.pendingText)) return true;
+        }
+        break;
+      case MarkerMatcher::Kind::Open: {
+        // Text before a span is final: stop strings apply to text outside spans only.
+        r.text->Flush(&r.pendingText);
+        EmitPendingText(r, true);
+        r.spanOpen = true;
+        r.spanTokens.assign(o.tokens.begin(), o.tokens.end());
+        r.spanText.clear();
+        r.spanStream = std::make_unique<TextStream>();
+        Event ev;
+        ev.type = EventType::ToolCallStart;
+        ev.id = r.p->id;
+        ev.index = r.spanIndex;
+        Emit(std::move(ev));
+        break;
+      }
+      case MarkerMatcher::Kind::Body:
+      case MarkerMatcher::Kind::PayloadOpen:
+      case MarkerMatcher::Kind::PayloadClose:
+        // Span bytes are exact: control tokens inside a span are rendered.
+        for (llama_token t : o.tokens) {
+          r.spanTokens.push_back(t);
+          r.spanStream->Push(Piece(t, true), &r.pendingSpan);
+        }
+        break;
+      case MarkerMatcher::Kind::Close:
+        r.spanTokens.insert(r.spanTokens.end(), o.tokens.begin(), o.tokens.end());
+        CloseSpan(r, false);
+        break;
+    }
+  }
+  return false;
+}
+
+const char *Output::OnToken(Request &r, llama_token tok, size_t nCtxSeq) {
+  Clock::time_point now = Clock::now();
+  if (r.nGenerated == 0) {
+    r.tFirstToken = now;
+    r.stats.ttftMs = MsBetween(r.tSubmit, now);
+  }
+  r.tLast = now;
+  if (llama_vocab_is_eog(vocab_, tok)) {
+    // An end marker may itself end generation (e.g. <|eom_id|>): let it close the span.
+    if (r.matcher && r.spanOpen && std::find(markers_->end.begin(), markers_->end.end(), tok) != markers_->end.end()) {
+      outs_.clear();
+      r.matcher->Push(tok, &outs_);
+      ProcessOutputs(r, outs_);
+    }
+    return "eog";
+  }
+  r.tokens.push_back(tok);
+  r.nGenerated++;
+  bool stopped;
+  if (r.matcher) {
+    outs_.clear();
+    r.matcher->Push(tok, &outs_);
+    stopped = ProcessOutputs(r, outs_);
+    if (r.p->greedyToolSyntax) r.sampler.UseGreedy(r.matcher->WantsGreedy());
+  } else {
+    if (r.p->tokens) r.pendingTokens.push_back(tok);
+    stopped = r.text->Push(Piece(tok, r.p->renderSpecial), &r.pendingText);
+  }
+  if (stopped) return "stop";
+  if (r.p->maxTokens >= 0 && r.nGenerated >= r.p->maxTokens) return "length";
+  if (r.tokens.size() >= nCtxSeq) return "length";
+  return nullptr;
+}
+
+void Output::Finish(Request &r, const char *reason) { End(r, reason, nullptr, ""); }
+
+void Output::Fail(Request &r, ErrorCode code, const std::string &message) {
+  End(r, code == ErrorCode::Aborted ? "abort" : "error", ErrorCodeName(code), message);
+}
+
+void Output::End(Request &r, const char *reason, const char *code, const std::string &message) {
+  if (r.done) return;
+  r.done = true;
+  std::string reasonStr = reason;
+  // Held-back text (a possible stop string, a possible marker, an incomplete character) is
+  // released only when generation really ended there (eog, length). An abort or error cuts
+  // the output short: what was held stays unsaid, so everything streamed is a prefix of what
+  // the full run would have streamed.
+  if (reasonStr == "eog" || reasonStr == "length") {
+    if (r.matcher) {
+      outs_.clear();
+      r.matcher->Flush(&outs_);
+      ProcessOutputs(r, outs_);
+    }
+    r.text->Flush(&r.pendingText);
+  }
+  EmitPendingText(r, true);
+  if (r.spanOpen) CloseSpan(r, true);  // never reported as a complete call
+  FinalStats &st = r.stats;
+  st.generatedTokens = r.nGenerated;
+  if (st.prefilledTokens == 0 && r.nPast > static_cast<size_t>(st.reusedTokens)) {
+    st.prefilledTokens = static_cast<int32_t>(std::min(r.nPast, r.nPrompt)) - st.reusedTokens;
+  }
+  if (st.prefillMs > 0) st.prefillTokensPerSec = st.prefilledTokens / (st.prefillMs / 1000.0);
+  if (r.nGenerated > 1) {
+    st.decodeMs = MsBetween(r.tFirstToken, r.tLast);
+    if (st.decodeMs > 0) st.decodeTokensPerSec = (r.nGenerated - 1) / (st.decodeMs / 1000.0);
+  }
+  Event ev = Event::Final(r.p->id, reason, st);
+  if (code != nullptr) {
+    ev.code = code;
+    ev.message = message;
+  }
+  if (reasonStr == "stop") ev.stop = r.text->MatchedStop();
+  Emit(std::move(ev));
+}
+
+void Output::FlushEvents(const std::vector<std::unique_ptr<Request>> &active, bool force) {
+  // Text deltas are handed over at most every millisecond (fast models sample a token every
+  // few hundred microseconds; waking JS for each would take a core from the decode). Ends,
+  // errors and tool-call events go at once, and everything goes before the thread waits.
+  Clock::time_point now = Clock::now();
+  if (!force && events_.empty() && std::chrono::duration<double, std::micro>(now - lastFlush_).count() < 1000.0) return;
+  lastFlush_ = now;
+  for (auto &rp : active) {
+    Request &r = *rp;
+    if (r.done) continue;
+    // Tokens travel with the text they produced: a token that only began a UTF-8
+    // character (or a possible stop string) waits for the event that completes it.
+    EmitPendingText(r, false);
+    EmitSpanDelta(r);
+  }
+  if (!events_.empty()) {
+    std::vector<Event> out;
+    out.swap(events_);
+    flush_(std::move(out));
+  }
+}
+
+}  // namespace llamux

@@ -1,0 +1,58 @@
+// Token -> events: routes each sampled token through the marker matcher (tool-call spans)
+// and the text stream (UTF-8 boundaries, stop strings), buffers text deltas, and builds the
+// one final event of each request. Events leave in batches through the flush callback.
+// Plain C++, engine thread only.
+#pragma once
+#include <llama.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "marker_matcher.h"
+#include "request_state.h"
+
+namespace llamux {
+
+class Output {
+ public:
+  using Flush = std::function<void(std::vector<Event> &&)>;
+
+  Output(const llama_vocab *vocab, const MarkerSet *markers, Flush flush)
+      : vocab_(vocab), markers_(markers), flush_(std::move(flush)) {}
+
+  // Feeds a sampled token. Returns the finish reason when it ended the generation ("eog",
+  // "stop", "length"), nullptr when generation goes on.
+  const char *OnToken(Request &r, llama_token tok, size_t nCtxSeq);
+
+  // The request's last events: held text is released when generation really ended there
+  // (eog, length), an open span is closed as truncated, the stats are completed and the
+  // final event is queued. Marks the request done.
+  void Finish(Request &r, const char *reason);
+  void Fail(Request &r, ErrorCode code, const std::string &message);
+
+  void Emit(Event &&ev) { events_.push_back(std::move(ev)); }
+
+  // Hands queued events out. Text deltas go at most every millisecond unless `force`;
+  // ends, errors and tool-call events go at once.
+  void FlushEvents(const std::vector<std::unique_ptr<Request>> &active, bool force);
+
+ private:
+  void End(Request &r, const char *reason, const char *code, const std::string &message);
+  bool ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs);
+  void EmitPendingText(Request &r, bool evenIfEmpty);
+  void EmitSpanDelta(Request &r);
+  void CloseSpan(Request &r, bool truncated);
+  std::string Piece(llama_token tok, bool special) const;
+
+  const llama_vocab *vocab_;
+  const MarkerSet *markers_;
+  Flush flush_;
+  std::vector<Event> events_;
+  std::vector<MarkerMatcher::Output> outs_;
+  Clock::time_point lastFlush_;
+};
+
+}  // namespace llamux

@@ -1,0 +1,46 @@
+// Saved sequence states: the RAM tier (RamTier, ram_tier.h) and the disk tier
+// (DiskTier, disk_tier.h) behind one interface, so the scheduler never copies KV bytes
+// itself. Plain C++, engine thread only.
+#pragma once
+#include <llama.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "disk_tier.h"
+#include "ram_tier.h"
+#include "request_state.h"
+
+namespace llamux {
+
+class StateTiers {
+ public:
+  StateTiers(llama_context *ctx, std::unique_ptr<RamTier> ram, std::unique_ptr<DiskTier> disk)
+      : ctx_(ctx), mem_(llama_get_memory(ctx)), ram_(std::move(ram)), disk_(std::move(disk)) {}
+
+  RamTier *Ram() { return ram_.get(); }
+  DiskTier *Disk() { return disk_.get(); }
+  bool Any() const { return ram_ || disk_; }
+
+  // Saves a sequence's KV before it is overwritten: to the RAM tier, and for prefixes also
+  // to the disk tier (written by its I/O thread). A session (non-empty `session`) goes to
+  // the RAM tier only. False when the RAM tier did not take it.
+  bool Save(const Sequence &s, const std::string &session);
+  // Replaces a sequence's KV with a saved state. On failure the sequence is left empty.
+  bool Restore(Sequence &s, const std::vector<llama_token> &tokens, const std::vector<uint8_t> &blob, double *ms);
+  // Writes every sequence holding at least `minTokens` to the disk tier (at close).
+  void SaveAllToDisk(const std::vector<Sequence> &sequences, size_t minTokens);
+
+  uint64_t restores = 0;
+
+ private:
+  bool Copy(int32_t seq, std::vector<uint8_t> *blob) const;
+
+  llama_context *ctx_;
+  llama_memory_t mem_;
+  std::unique_ptr<RamTier> ram_;
+  std::unique_ptr<DiskTier> disk_;
+};
+
+}  // namespace llamux

@@ -1,0 +1,11 @@
+// Test hooks over the plain C++ parts of the scheduler (exported as `testing.*`; the marker
+// matcher and text stream hooks live in addon.cc).
+#pragma once
+#include <napi.h>
+
+namespace llamux::testing {
+
+// Adds planReuse(inputs) -> plan to exports.testing (reuse_planner.h).
+void Init(Napi::Env env, Napi::Object exports);
+
+}  // namespace llamux::testing

@@ -1,0 +1,173 @@
+import type { Context, Generation } from './context.js';
+import { LlamuxError } from './errors.js';
+import type { GenerateResult } from './events.js';
+import type { GenerateOptions } from './options.js';
+
+/** What `session.generate()` takes: generate options without the session and prefix keys. */
+export type SessionGenerateOptions = Omit<GenerateOptions, 'sessionId' | 'parentKey'>;
+
+/** What `session.continue()` takes: generate options without a prompt, plus `expectCommitted`. */
+export type SessionContinueOptions = Omit<GenerateOptions, 'prompt' | 'sessionId' | 'parentKey'> & {
+  /** The caller's view of the committed tokens; a difference fails with TRANSCRIPT_MISMATCH. */
+  expectCommitted?: ArrayLike<number>;
+};
+
+/** Counters of one session, kept as its requests finish. */
+export interface SessionStats {
+  id: string;
+  /** Requests that finished on this session (successful ones; aborts and errors are not counted). */
+  requests: number;
+  /** Tokens the session's KV holds for the next turn: the last prompt plus its output (no EOG). */
+  committedTokens: number;
+  /** Sums over the session's requests. */
+  reusedTokens: number;
+  prefilledTokens: number;
+  generatedTokens: number;
+  /** The cache outcome of the last request, if any. */
+  lastCacheOutcome: GenerateResult['cache']['outcome'] | undefined;
+  /** A request of this session is running or waiting. */
+  running: boolean;
+  ended: boolean;
+}
+
+const token = Symbol('llamux.session');
+
+/** @internal The Context side of a session (not public API). */
+export interface SessionHost {
+  generate(options: GenerateOptions): Generation;
+  continue(sessionId: string, tail: string | Int32Array | number[], options: SessionContinueOptions): Generation;
+  forkSession(from: string, to: string, options: { wait?: boolean }): Promise<void>;
+  endSession(sessionId: string): Promise<void>;
+  createSession(options: { id?: string; ttlMs?: number }): Session;
+}
+
+/**
+ * A conversation whose KV stays pinned to one sequence between requests: a prompt that
+ * extends the last one prefills only its new tokens. Create with `ctx.createSession()`.
+ * `generate({ sessionId })` on the context is the same thing without the object.
+ */
+export class Session {
+  readonly id: string;
+  readonly context: Context;
+  /** Idle time after which the engine releases this session (undefined: the context's sessionTtlMs). */
+  readonly ttlMs: number | undefined;
+  #host: SessionHost;
+  #stats: Omit<SessionStats, 'id' | 'running' | 'ended'> = {
+    requests: 0,
+    committedTokens: 0,
+    reusedTokens: 0,
+    prefilledTokens: 0,
+    generatedTokens: 0,
+    lastCacheOutcome: undefined,
+  };
+  #running = 0;
+  #ended = false;
+
+  /** @internal */
+  constructor(key: symbol, context: Context, host: SessionHost, id: string, ttlMs: number | undefined) {
+    if (key !== token) throw new LlamuxError('INVALID_ARGUMENT', 'Sessions are created with ctx.createSession()');
+    this.context = context;
+    this.#host = host;
+    this.id = id;
+    this.ttlMs = ttlMs;
+  }
+
+  /** @internal */
+  static create(context: Context, host: SessionHost, id: string, ttlMs: number | undefined): Session {
+    return new Session(token, context, host, id, ttlMs);
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  #check(): void {
+    if (this.#ended) throw new LlamuxError('INVALID_ARGUMENT', `Session "${this.id}" has ended`);
+  }
+
+  /**
+   * Runs a request on this session: the whole prompt is given, and the part shared with the
+   * session's committed tokens is not prefilled again.
+   * @throws LlamuxError INVALID_ARGUMENT (options, an ended session), DISPOSED, QUEUE_FULL
+   */
+  generate(options: SessionGenerateOptions): Generation {
+    this.#check();
+    return this.#host.generate({ ...options, sessionId: this.id });
+  }
+
+  /**
+   * Appends a tail (tokens, or text tokenized without BOS) to the committed tokens and
+   * generates: only the tail is prefilled.
+   * @throws LlamuxError INVALID_ARGUMENT (no request ran yet), TRANSCRIPT_MISMATCH, SESSION_BUSY
+   */
+  continue(tail: string | Int32Array | number[], options: SessionContinueOptions = {}): Generation {
+    this.#check();
+    return this.#host.continue(this.id, tail, options);
+  }
+
+  /**
+   * A new session starting from this one's KV (cells are shared with unified KV) and
+   * committed tokens.
+   * @throws LlamuxError INVALID_ARGUMENT (id in use, nothing to fork yet), SESSION_BUSY
+   */
+  async fork(options: { id?: string; ttlMs?: number; wait?: boolean } = {}): Promise<Session> {
+    this.#check();
+    const { wait, ...rest } = options;
+    const copy = this.#host.createSession({ ...(this.ttlMs !== undefined ? { ttlMs: this.ttlMs } : {}), ...rest });
+    try {
+      await this.#host.forkSession(this.id, copy.id, { wait: wait ?? false });
+    } catch (e) {
+      copy.#ended = true;
+      copy.#release();
+      throw e;
+    }
+    copy.#stats.committedTokens = this.#stats.committedTokens;
+    return copy;
+  }
+
+  /** Releases the session's sequence (its KV stays as an ordinary cache entry). Idempotent. */
+  async end(): Promise<void> {
+    if (this.#ended) return;
+    this.#ended = true;
+    try {
+      await this.#host.endSession(this.id);
+    } finally {
+      this.#release();
+    }
+  }
+
+  stats(): SessionStats {
+    return { id: this.id, ...this.#stats, running: this.#running > 0, ended: this.#ended };
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.end();
+  }
+
+  #onRelease: (() => void) | undefined;
+  #release(): void {
+    this.#onRelease?.();
+    this.#onRelease = undefined;
+  }
+
+  /** @internal Context bookkeeping: called when a request of this session starts and ends. */
+  static track(s: Session, event: 'start' | 'end', result?: GenerateResult): void {
+    if (event === 'start') {
+      s.#running++;
+      return;
+    }
+    s.#running = Math.max(0, s.#running - 1);
+    if (!result) return;
+    s.#stats.requests++;
+    s.#stats.committedTokens = result.promptTokens + result.generatedTokens;
+    s.#stats.reusedTokens += result.reusedTokens;
+    s.#stats.prefilledTokens += result.prefilledTokens;
+    s.#stats.generatedTokens += result.generatedTokens;
+    s.#stats.lastCacheOutcome = result.cache.outcome;
+  }
+
+  /** @internal */
+  static onRelease(s: Session, fn: () => void): void {
+    s.#onRelease = fn;
+  }
+}

@@ -1,0 +1,71 @@
+// Compile-only tests of the public types (vitest typecheck: `npx vitest run` type-checks
+// test/types/*.test-d.ts; nothing here runs).
+import { describe, expectTypeOf, it } from 'vitest';
+import type * as llamux from '../../src/index.js';
+import type {
+  CacheReport,
+  Context,
+  FinishReason,
+  GenerateEvent,
+  GenerateOptions,
+  GenerateResult,
+  Generation,
+  LlamuxError,
+  LlamuxErrorCode,
+  Session,
+  SessionOptions,
+  SessionStats,
+} from '../../src/index.js';
+import type { ERROR_CODES } from '../../src/index.js';
+import type { NativeEvent, NativeStats } from '../../src/binding.js';
+
+type NativeFinal = Extract<NativeEvent, { type: 'final' }>;
+
+describe('public types', () => {
+  it('FinishReason covers every reason a result can carry (the native ones minus rejections)', () => {
+    expectTypeOf<Exclude<NativeFinal['finishReason'], 'abort' | 'error' | 'done'>>().toEqualTypeOf<FinishReason>();
+    expectTypeOf<'prefill'>().toExtend<FinishReason>();
+    expectTypeOf<GenerateResult['finishReason']>().toEqualTypeOf<FinishReason>();
+  });
+
+  it('cache reports use the native outcome and tier names', () => {
+    expectTypeOf<NativeStats['cacheOutcome']>().toEqualTypeOf<CacheReport['outcome']>();
+    expectTypeOf<Exclude<NativeStats['cacheTier'], ''>>().toEqualTypeOf<NonNullable<CacheReport['tier']>>();
+  });
+
+  it('error codes are derived from ERROR_CODES', () => {
+    expectTypeOf<(typeof ERROR_CODES)[number]>().toEqualTypeOf<LlamuxErrorCode>();
+    expectTypeOf<LlamuxError['code']>().toEqualTypeOf<LlamuxErrorCode>();
+    expectTypeOf<'INTERNAL'>().toExtend<LlamuxErrorCode>();
+    expectTypeOf<'NOT_A_CODE'>().not.toExtend<LlamuxErrorCode>();
+  });
+
+  it('a Generation is an async iterable of GenerateEvent with a result promise', () => {
+    expectTypeOf<Generation>().toExtend<AsyncIterable<GenerateEvent>>();
+    expectTypeOf<Generation['result']>().toEqualTypeOf<Promise<GenerateResult>>();
+    expectTypeOf<Context['generate']>().parameters.toEqualTypeOf<[GenerateOptions]>();
+    expectTypeOf<Extract<GenerateEvent, { type: 'final' }>['finishReason']>().toEqualTypeOf<FinishReason>();
+  });
+
+  it('sessions: createSession options, methods and stats', () => {
+    expectTypeOf<Context['createSession']>().toEqualTypeOf<(options?: SessionOptions) => Session>();
+    expectTypeOf<SessionOptions>().toEqualTypeOf<{ id?: string | undefined; ttlMs?: number | undefined }>();
+    expectTypeOf<Session['generate']>().returns.toEqualTypeOf<Generation>();
+    expectTypeOf<Session['continue']>().returns.toEqualTypeOf<Generation>();
+    expectTypeOf<Session['fork']>().returns.toEqualTypeOf<Promise<Session>>();
+    expectTypeOf<Session['end']>().returns.toEqualTypeOf<Promise<void>>();
+    expectTypeOf<Session['stats']>().returns.toEqualTypeOf<SessionStats>();
+    // generate() on a session cannot name another session.
+    expectTypeOf<Parameters<Session['generate']>[0]>().not.toHaveProperty('sessionId');
+  });
+
+  it('internals are not root exports', () => {
+    expectTypeOf<typeof llamux>().not.toHaveProperty('alnum9');
+    expectTypeOf<typeof llamux>().not.toHaveProperty('canonicalJson');
+    expectTypeOf<typeof llamux>().not.toHaveProperty('interpretHandlerReturn');
+    expectTypeOf<typeof llamux>().not.toHaveProperty('TOOL_RESULT_TAG');
+    expectTypeOf<typeof llamux>().not.toHaveProperty('native' as never);
+    expectTypeOf<typeof llamux>().toHaveProperty('loadModel');
+    expectTypeOf<typeof llamux>().toHaveProperty('Session');
+  });
+});
