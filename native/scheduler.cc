@@ -17,6 +17,7 @@ Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
 Scheduler::~Scheduler() {
   batch_.reset();
   tiers_.reset();
+  pools_.Detach(ctx_);
   if (ctx_ != nullptr) llama_free(ctx_);
 }
 
@@ -50,6 +51,11 @@ bool Scheduler::Start(std::string *error) {
   if (ctx_ == nullptr) {
     *error = "llama.cpp could not create the context (not enough memory for this context size, or unsupported settings)";
     return false;
+  }
+  {
+    std::string why;
+    // without pools, ggml's default (threads made per graph) still works, only slower
+    pools_.Attach(ctx_, cp.n_threads, cp.n_threads_batch, &why);
   }
   mem_ = llama_get_memory(ctx_);
   cfg_.batchSize = llama_n_batch(ctx_);
@@ -468,6 +474,7 @@ void Scheduler::Shutdown() {
   tiers_->SaveAllToDisk(sequences_, 16);
   batch_.reset();
   tiers_.reset();  // finishes queued disk writes, then joins the I/O thread
+  pools_.Detach(ctx_);
   if (ctx_ != nullptr) llama_free(ctx_);
   ctx_ = nullptr;
   mem_ = nullptr;

@@ -28,6 +28,7 @@
 #include "reuse_planner.h"
 #include "sessions.h"
 #include "state_tiers.h"
+#include "thread_pools.h"
 
 namespace llamux {
 
@@ -120,6 +121,7 @@ class Scheduler {
   int32_t nVocab_;
   ContextConfig cfg_;
   llama_context *ctx_ = nullptr;
+  ThreadPools pools_;  // detached before ctx_ is freed, freed after (member destruction)
   llama_memory_t mem_ = nullptr;
   uint32_t sequenceContextSize_ = 0;
   bool canTruncate_ = true;

@@ -68,6 +68,17 @@ int main(int argc, char **argv) {
   cp.no_perf = true;
   llama_context *ctx = llama_init_from_model(model, cp);
   if (!ctx) return 1;
+  // Persistent CPU thread pools, as llama.cpp's own tools and llamux use (otherwise ggml
+  // starts and joins its worker threads for every graph).
+  {
+    ggml_backend_reg_t cpu = ggml_backend_reg_by_name("CPU");
+    using NewFn = ggml_threadpool_t (*)(ggml_threadpool_params *);
+    auto newFn = cpu ? (NewFn)ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_new") : nullptr;
+    if (newFn != nullptr) {
+      ggml_threadpool_params p = ggml_threadpool_params_default(threads);
+      llama_attach_threadpool(ctx, newFn(&p), nullptr);
+    }
+  }
 
   std::vector<llama_logit_bias> bans;
   for (int t = 0; t < nVocab; t++) {
