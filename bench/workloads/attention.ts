@@ -32,7 +32,7 @@ export async function runAttentionBench(opts: AttentionBenchOptions = {}): Promi
   for (const s of SUFFIXES) {
     progress(`attention: raw C++ loop, ${s} tokens over ${prefix}`);
     const r = runRawSuffix(bm.path, prefix, s, runs, threads);
-    raw[s] = { median: r.medianMs, min: r.minMs, max: r.maxMs, runs: [r.medianMs] };
+    raw[s] = { median: r.medianMs, min: r.minMs, max: r.maxMs, runs: [r.minMs, r.medianMs, r.maxMs] };
   }
 
   let nVocab = 0;
