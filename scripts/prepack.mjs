@@ -8,6 +8,7 @@
 //      (`npm run prebuild`); LLAMUX_PACK_PREBUILDS=0 packs a source-only tarball
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BuildError, findLlamaCpp, llamaCppDefaultDir } from './build-native.mjs';
@@ -24,7 +25,9 @@ function run(cmd, args) {
 }
 
 try {
-  run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
+  // typescript through module resolution, wherever the package manager put it
+  const tsc = createRequire(join(root, 'package.json')).resolve('typescript/bin/tsc');
+  run(process.execPath, [tsc, '-p', 'tsconfig.build.json']);
   const saved = process.env.LLAMA_CPP_DIR;
   delete process.env.LLAMA_CPP_DIR; // the tarball always carries the pinned release
   const llama = findLlamaCpp();
