@@ -296,8 +296,10 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
   if (p.command) return p.command->op == SessionCommand::Op::End ? EndSession(r) : ForkSession(r);
   const std::string &sid = p.sessionId;
   SessionState *sess = sid.empty() ? nullptr : sessions_.Find(sid);
-  Placement checked = PrepareSession(r, sess);
-  if (checked != Placement::Placed) return checked;
+  if (!r.resumed) {  // a preempted request was checked (and its session joined) the first time
+    Placement checked = PrepareSession(r, sess);
+    if (checked != Placement::Placed) return checked;
+  }
 
   // ---- choose the sequence ----------------------------------------------------------
   Sequence *target = nullptr;
@@ -355,13 +357,14 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
   target->lastUsed = Clock::now();
   r.seq = target;
   r.nPast = keep;
+  UpdateCounters();
+  if (r.resumed) return Placement::Placed;  // its stats describe the first admission
   r.stats.reusedTokens = static_cast<int32_t>(keep);
   r.stats.cacheOutcome = ReuseOutcome(plan, in, keep);
   r.stats.cacheTier = keep == 0 ? "" : ReuseSourceName(plan.source);
   r.stats.restoreMs = restoreMs;
   r.tAdmit = Clock::now();
   r.stats.queuedMs = MsBetween(r.tSubmit, r.tAdmit);
-  UpdateCounters();
   return Placement::Placed;
 }
 

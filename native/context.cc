@@ -446,6 +446,7 @@ Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
   o.Set("diskRejected", static_cast<double>(c.diskRejected.load()));
   o.Set("kvCellsUsed", static_cast<double>(c.kvCellsUsed.load()));
   o.Set("kvCellsTotal", static_cast<double>(c.kvCellsTotal.load()));
+  o.Set("preemptions", static_cast<double>(c.preemptions.load()));
   return o;
 }
 

@@ -228,7 +228,11 @@ void Scheduler::DrainCommands(bool wait) {
         waitingCount_--;
       }
       Request &r = **it;
-      r.stats.queuedMs = MsBetween(r.tSubmit, Clock::now());
+      if (r.resumed && !r.p->sessionId.empty()) {
+        // preempted off its session's sequence: the session is free again (its KV is gone)
+        if (SessionState *sess = sessions_.Find(r.p->sessionId)) sess->busy = false;
+      }
+      if (!r.resumed) r.stats.queuedMs = MsBetween(r.tSubmit, Clock::now());
       output_.Emit(Event::Failed(id, ErrorCode::Aborted, "The request was aborted", r.stats));
       waiting_.erase(it);
       break;
@@ -277,6 +281,7 @@ bool Scheduler::Admit() {
     UpdateCounters();
   }
   for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (HeldBack(**it)) break;  // a preempted request keeps its place at the head
     Placement pl = TryAdmit(**it);
     if (pl == Placement::Wait) {
       // A request waiting for its own busy session must not block the others.
@@ -359,12 +364,8 @@ void Scheduler::DecodeBatch() {
     return;
   }
   if (ret == 1) {
-    // No room in the KV cache: drop the KV kept by idle sequences and retry next tick.
-    if (!Batch::FreeIdle(mem_, sequences_)) {
-      FailBatch(ErrorCode::KvCacheFull,
-                "The KV cache is full: the running sequences together need more than contextSize cells; "
-                "use a larger contextSize or fewer parallel sequences");
-    }
+    // No room in the KV cache: idle KV goes first, then one request steps back (preemption.cc).
+    OnKvFull();
     return;
   }
   FailBatch(ErrorCode::DecodeFailed, "llama_decode failed with code " + std::to_string(ret));
@@ -385,6 +386,7 @@ void Scheduler::Fail(Request &r, ErrorCode code, const std::string &message) {
 void Scheduler::Release(Request &r, bool keepKv) {
   Sequence *s = r.seq;
   if (s == nullptr) return;
+  finished_++;
   int32_t index = IndexOf(*s);
   std::string session = sessions_.PinnedTo(index);  // a copy: ForgetSession clears the link
   bool pinned = !session.empty();
@@ -438,6 +440,7 @@ void Scheduler::Run() {
       progressed = true;
     }
     output_.FlushEvents(active_, false);
+    RequeuePreempted();
     counters_.kvCellsUsed = KvCellsUsed(ctx_, cfg_.sequences, cfg_.unifiedKv);
     // A finished request frees its sequence (and maybe a session someone waits for).
     for (auto &rp : active_) progressed = progressed || rp->done;

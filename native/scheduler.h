@@ -60,6 +60,7 @@ struct CacheCounters {
   std::atomic<uint64_t> sessions{0}, pinned{0}, spills{0}, restores{0}, shares{0};
   std::atomic<uint64_t> diskBytes{0}, diskEntries{0}, diskBudget{0}, diskRestores{0}, diskRejected{0};
   std::atomic<int64_t> kvCellsUsed{0}, kvCellsTotal{0};
+  std::atomic<uint64_t> preemptions{0};  // requests that gave up their KV to a full cache
 };
 
 class Scheduler {
@@ -100,6 +101,12 @@ class Scheduler {
   void Release(Request &r, bool keepKv);
   void UpdateCounters();
   void Shutdown();
+
+  // preemption.cc: a full KV cache
+  void OnKvFull();
+  void Preempt(Request &r);
+  void RequeuePreempted();
+  bool HeldBack(const Request &r) const;
 
   // admission.cc: placing a request
   Placement TryAdmit(Request &r);
@@ -146,6 +153,7 @@ class Scheduler {
   std::unique_ptr<StateTiers> tiers_;
   Output output_;
   Clock::time_point lastExpiry_;
+  uint64_t finished_ = 0;  // requests that left a sequence by finishing or failing
   CacheCounters counters_;
   mutable std::vector<llama_token> scratch_;
 };

@@ -155,6 +155,8 @@ export interface NativeCacheStats {
   /** KV cells holding tokens (a cell shared by several sequences counts once); -1 for non-KV memories. */
   kvCellsUsed: number;
   kvCellsTotal: number;
+  /** Requests that gave their KV up to a full cache and were re-admitted later (their output continues). */
+  preemptions: number;
 }
 
 /** What llama.cpp applied when it created a context (public as ContextSettings). */
