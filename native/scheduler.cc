@@ -176,7 +176,10 @@ void Scheduler::DrainCommands(bool wait) {
   {
     std::unique_lock<std::mutex> lk(mu_);
     if (wait) {
-      cv_.wait(lk, [&] { return closing_ || !submitted_.empty() || !cancels_.empty() || !pauses_.empty(); });
+      auto ready = [&] { return closing_ || !submitted_.empty() || !cancels_.empty() || !pauses_.empty(); };
+      // Idle sessions must expire on time even when no request comes: wake once a second.
+      if (sessions_.Size() > 0) cv_.wait_for(lk, std::chrono::seconds(1), ready);
+      else cv_.wait(lk, ready);
     }
     submitted.swap(submitted_);
     cancels.swap(cancels_);
