@@ -127,6 +127,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.cacheRamBytes = static_cast<size_t>(GetNumber(o, "cacheRamBytes", static_cast<double>(256u << 20)));
   cfg.sessionTtlMs = static_cast<uint32_t>(GetNumber(o, "sessionTtlMs", 600000));
   cfg.cacheDir = GetString(o, "cacheDir", "");
+  cfg.diskWriteThrough = GetBool(o, "diskWriteThrough", true);
   cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));
   cfg.modelFingerprint = model_->fingerprint;
   cfg.prefixCache = GetBool(o, "prefixCache", true);

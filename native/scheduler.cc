@@ -89,6 +89,7 @@ bool Scheduler::Start(std::string *error) {
     counters_.diskBudget = cfg_.cacheDiskBytes;
   }
   tiers_ = std::make_unique<StateTiers>(ctx_, std::move(ram), std::move(disk));
+  UpdateCounters();  // stats count the entries loaded from disk before any request
 
   Event ev;
   ev.type = EventType::Ready;
@@ -407,7 +408,11 @@ void Scheduler::Release(Request &r, bool keepKv) {
     if (keepKv) sess->transcript = r.tokens;  // committed: prompt + generated (EOG excluded)
     if (sess->endAfter) ForgetSession(session);
   }
-  if (r.p->prefillOnly && keepKv && !pinned) SaveState(*s, "");  // a warmed prefix survives reuse
+  if (r.p->prefillOnly && keepKv && !pinned) {
+    SaveState(*s, "");  // a warmed prefix survives reuse
+  } else if (keepKv && cfg_.diskWriteThrough) {
+    tiers_->SaveToDisk(*s);  // survives kill -9: the copy is here, the write on the I/O thread
+  }
   s->req = nullptr;
   r.seq = nullptr;
   UpdateCounters();

@@ -49,6 +49,7 @@ struct ContextConfig {
   size_t cacheRamBytes = 256u << 20;  // RAM tier budget; 0 disables it
   uint32_t sessionTtlMs = 600000;     // idle sessions are released after this
   std::string cacheDir;               // disk tier folder ("" disables it)
+  bool diskWriteThrough = true;       // write each finished request's KV to the disk tier
   uint64_t cacheDiskBytes = 4ull << 30;
   std::string modelFingerprint;
   bool prefixCache = true;  // false: every request prefills its whole prompt (a baseline)

@@ -50,6 +50,12 @@ bool StateTiers::Restore(Sequence &s, const std::vector<llama_token> &tokens, co
   return true;
 }
 
+void StateTiers::SaveToDisk(const Sequence &s) {
+  if (!disk_ || s.tokens.size() < 16 || disk_->Has(s.tokens)) return;
+  std::vector<uint8_t> blob;
+  if (Copy(s.seq, &blob)) disk_->Save(s.tokens, std::move(blob));
+}
+
 void StateTiers::SaveAllToDisk(const std::vector<Sequence> &sequences, size_t minTokens) {
   if (!disk_) return;
   for (const auto &s : sequences) {

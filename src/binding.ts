@@ -80,6 +80,7 @@ export interface NativeContextOptions {
   prefixCache: boolean;
   cacheDir?: string;
   cacheDiskBytes?: number;
+  diskWriteThrough?: boolean;
   markerStart?: Int32Array;
   markerEnd?: Int32Array;
   markerPayloadStart?: Int32Array;

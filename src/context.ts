@@ -204,7 +204,7 @@ export class Context {
       cacheRamBytes: Math.floor(opts.cacheRamMb * 1024 * 1024),
       sessionTtlMs: opts.sessionTtlMs,
       prefixCache: opts.prefixCache,
-      ...(opts.cacheDir ? { cacheDir: resolvePath(opts.cacheDir), cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024) } : {}),
+      ...(opts.cacheDir ? { cacheDir: resolvePath(opts.cacheDir), cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024), diskWriteThrough: opts.cacheWriteThrough } : {}),
       ...(this.markers ? {
         markerStart: this.markers.start,
         markerEnd: this.markers.end,

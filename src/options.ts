@@ -72,6 +72,12 @@ export const ContextOptionsSchema = z
     cacheRamMb: z.number().min(0).default(256),
     /** Disk tier folder for saved sequence states (survives restarts); off when unset. */
     cacheDir: z.string().min(1).optional(),
+    /**
+     * With cacheDir: write each finished request's KV state to the disk tier (copied on the
+     * engine thread, written by the I/O thread), so a conversation survives kill -9. false:
+     * states reach disk only when they leave RAM or the context closes.
+     */
+    cacheWriteThrough: z.boolean().default(true),
     /** Disk tier budget in MiB. */
     cacheDiskMb: z.number().min(0).default(4096),
     /** Idle sessions release their pinned sequence after this many milliseconds. */
