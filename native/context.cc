@@ -373,6 +373,7 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->toolCalls = GetBool(o, "toolCalls", true);
   p->sessionId = GetString(o, "sessionId", "");
   p->waitForSession = GetBool(o, "waitForSession", false);
+  p->cacheScope = GetString(o, "cacheScope", "");
   p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
   p->continueSession = GetBool(o, "continueSession", false);
   p->prefillOnly = GetBool(o, "prefillOnly", false);

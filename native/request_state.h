@@ -22,6 +22,7 @@ struct Sequence {
   int32_t seq = 0;
   Request *req = nullptr;           // the request decoding on it, or nullptr when idle
   std::vector<llama_token> tokens;  // what this sequence's KV holds, in order (when idle)
+  std::string scope;                // the cache scope that computed it (RequestParams::cacheScope)
   Clock::time_point lastUsed;
 };
 

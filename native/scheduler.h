@@ -116,7 +116,7 @@ class Scheduler {
   Placement PrepareSession(Request &r, SessionState *sess);
   ReuseInputs MeasureReuse(Request &r, Sequence &target, bool pinned);
   size_t ApplyReuse(Request &r, Sequence &target, ReusePlan &plan, const ReuseInputs &in, double *restoreMs);
-  Sequence *FreeSequence(const std::vector<llama_token> &prompt);
+  Sequence *FreeSequence(const std::vector<llama_token> &prompt, const std::string &scope);
   Sequence *SpillIdleSession(const std::string &keep);
   bool SaveState(Sequence &s, const std::string &session);
   void ForgetSession(const std::string &id);

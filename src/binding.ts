@@ -92,6 +92,8 @@ export interface NativeRequest {
   prompt?: string | Int32Array;
   sessionId?: string;
   waitForSession?: boolean;
+  /** KV reuse only within this scope (tenant isolation). */
+  cacheScope?: string;
   /** This session's idle TTL (default: the context's sessionTtlMs). */
   sessionTtlMs?: number;
   continueSession?: boolean;

@@ -681,6 +681,7 @@ function toNativeRequest(id: number, o: ParsedGenerateOptions): NativeRequest {
     penaltyLastN: o.penaltyLastN,
     seed: o.seed ?? Math.floor(Math.random() * 0xffffffff),
   };
+  if (o.cacheScope) req.cacheScope = o.cacheScope;
   if (o.grammar) {
     req.grammar = o.grammar;
     req.grammarRoot = o.grammarRoot;

@@ -132,6 +132,12 @@ export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
   sessionId: z.string().min(1).max(256).optional(),
   /** Wait for the session's running request instead of failing with SESSION_BUSY. */
   waitForSession: z.boolean().default(false),
+  /**
+   * Cache scope (tenant isolation): the request reuses only KV computed under the same scope,
+   * and KV it computes is reused only by that scope; scoped KV never enters the shared RAM or
+   * disk prefix tiers. Default: the shared scope.
+   */
+  cacheScope: z.string().min(1).max(256).optional(),
   /** A key from prefillOnly(): the prompt continues that prefix. */
   parentKey: z.string().regex(/^[0-9a-f]{64}$/).optional(),
   /** Events buffered for a slow consumer before its sequence pauses. */

@@ -41,6 +41,43 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
     await ctx.dispose();
   });
 
+  it('cacheScope keeps KV reuse inside a scope: live sequences, shared prefixes and the RAM tier', async () => {
+    const opts = { maxTokens: 3, temperature: 0, logitBias: noEos } as const;
+    const prompt = model.tokenize(words(60, 21));
+    const other = model.tokenize(words(60, 22));
+    // Live and shared KV (3 sequences, one per scope): only the same scope reuses it.
+    const live = await model.createContext({ contextSize: 2048, sequences: 3, cacheRamMb: 0 });
+    const a1 = await live.complete({ prompt, ...opts, cacheScope: 'alice' });
+    expect(a1.cache.outcome).toBe('cold');
+    const b1 = await live.complete({ prompt, ...opts, cacheScope: 'bob' });
+    expect(b1.reusedTokens).toBe(0);
+    expect(b1.cache.outcome).toBe('cold');
+    const shared = await live.complete({ prompt, ...opts });
+    expect(shared.reusedTokens).toBe(0);
+    const a2 = await live.complete({ prompt, ...opts, cacheScope: 'alice' });
+    expect(a2.reusedTokens).toBe(prompt.length - 1);
+    expect(a2.text).toBe(a1.text);
+    expect(b1.text).toBe(a1.text); // same output, computed separately
+    await live.dispose();
+    // RAM tier (1 sequence, so each prompt pushes the last one out): a scoped prompt never
+    // enters the shared prefix tier; an unscoped one does and comes back restored.
+    const ram = await model.createContext({ contextSize: 2048, sequences: 1 });
+    await ram.complete({ prompt, ...opts, cacheScope: 'alice' });
+    await ram.complete({ prompt: other, ...opts, cacheScope: 'alice' });
+    expect(ram.cacheStats().ramEntries).toBe(0);
+    const again = await ram.complete({ prompt, ...opts, cacheScope: 'alice' });
+    let common = 0;
+    while (prompt[common] === other[common]) common++;
+    expect(again.reusedTokens).toBe(common); // only what the live sequence still shares
+    expect(again.cache.tier).not.toBe('ram');
+    await ram.complete({ prompt, ...opts });
+    await ram.complete({ prompt: other, ...opts });
+    expect(ram.cacheStats().ramEntries).toBe(1);
+    const back = await ram.complete({ prompt, ...opts });
+    expect(back.cache).toMatchObject({ outcome: 'restored', tier: 'ram' });
+    await ram.dispose();
+  });
+
   it('with prefixCache off every prompt is prefilled in full', async () => {
     const ctx = await model.createContext({ contextSize: 1024, sequences: 2, prefixCache: false });
     const prompt = model.tokenize(words(40, 12));
