@@ -126,6 +126,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   };
   cfg.cacheRamBytes = static_cast<size_t>(GetNumber(o, "cacheRamBytes", static_cast<double>(256u << 20)));
   cfg.sessionTtlMs = static_cast<uint32_t>(GetNumber(o, "sessionTtlMs", 600000));
+  cfg.idleKvSpillMs = static_cast<uint32_t>(GetNumber(o, "idleKvSpillMs", 1000));
   cfg.cacheDir = GetString(o, "cacheDir", "");
   cfg.diskWriteThrough = GetBool(o, "diskWriteThrough", true);
   cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));
@@ -449,6 +450,7 @@ Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
   o.Set("kvCellsUsed", static_cast<double>(c.kvCellsUsed.load()));
   o.Set("kvCellsTotal", static_cast<double>(c.kvCellsTotal.load()));
   o.Set("preemptions", static_cast<double>(c.preemptions.load()));
+  o.Set("idleSpills", static_cast<double>(c.idleSpills.load()));
   return o;
 }
 

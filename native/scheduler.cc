@@ -439,6 +439,7 @@ void Scheduler::Run() {
     }
     try {
       progressed = Admit();
+      SpillTaxingIdleKv();
       if (batch_->Build(active_)) DecodeBatch();
     } catch (const std::exception &e) {
       // A C++ exception must never leave the engine thread: fail what was running, go on.

@@ -48,6 +48,7 @@ struct ContextConfig {
   MarkerSet markers;          // tool-call markers (token ids); empty: plain text path
   size_t cacheRamBytes = 256u << 20;  // RAM tier budget; 0 disables it
   uint32_t sessionTtlMs = 600000;     // idle sessions are released after this
+  uint32_t idleKvSpillMs = 1000;      // idle KV older than this leaves a busy cache (0: never)
   std::string cacheDir;               // disk tier folder ("" disables it)
   bool diskWriteThrough = true;       // write each finished request's KV to the disk tier
   uint64_t cacheDiskBytes = 4ull << 30;
@@ -62,6 +63,7 @@ struct CacheCounters {
   std::atomic<uint64_t> diskBytes{0}, diskEntries{0}, diskBudget{0}, diskRestores{0}, diskRejected{0};
   std::atomic<int64_t> kvCellsUsed{0}, kvCellsTotal{0};
   std::atomic<uint64_t> preemptions{0};  // requests that gave up their KV to a full cache
+  std::atomic<uint64_t> idleSpills{0};   // idle sequences moved to RAM so they stop taxing attention
 };
 
 class Scheduler {
@@ -108,6 +110,9 @@ class Scheduler {
   void Preempt(Request &r);
   void RequeuePreempted();
   bool HeldBack(const Request &r) const;
+
+  // idle_kv.cc: idle KV out of the running requests' attention window
+  void SpillTaxingIdleKv();
 
   // admission.cc: placing a request
   Placement TryAdmit(Request &r);

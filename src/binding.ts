@@ -77,6 +77,7 @@ export interface NativeContextOptions {
   prefillChunk: number;
   cacheRamBytes: number;
   sessionTtlMs: number;
+  idleKvSpillMs?: number;
   prefixCache: boolean;
   cacheDir?: string;
   cacheDiskBytes?: number;
@@ -160,6 +161,8 @@ export interface NativeCacheStats {
   kvCellsTotal: number;
   /** Requests that gave their KV up to a full cache and were re-admitted later (their output continues). */
   preemptions: number;
+  /** Idle sequences moved to the RAM tier because their cells widened running requests' attention window. */
+  idleSpills: number;
 }
 
 /** What llama.cpp applied when it created a context (public as ContextSettings). */

@@ -203,6 +203,7 @@ export class Context {
       prefillChunk: opts.prefillChunk ?? 0,
       cacheRamBytes: Math.floor(opts.cacheRamMb * 1024 * 1024),
       sessionTtlMs: opts.sessionTtlMs,
+      idleKvSpillMs: opts.idleKvSpillMs,
       prefixCache: opts.prefixCache,
       ...(opts.cacheDir ? { cacheDir: resolvePath(opts.cacheDir), cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024), diskWriteThrough: opts.cacheWriteThrough } : {}),
       ...(this.markers ? {

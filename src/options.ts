@@ -80,6 +80,12 @@ export const ContextOptionsSchema = z
     cacheWriteThrough: z.boolean().default(true),
     /** Disk tier budget in MiB. */
     cacheDiskMb: z.number().min(0).default(4096),
+    /**
+     * Idle KV older than this (ms) moves to the RAM tier while other requests decode and the
+     * idle cells outnumber theirs: with unified KV, idle cells widen every running request's
+     * attention window. 0: never.
+     */
+    idleKvSpillMs: z.number().int().min(0).default(1000),
     /** Idle sessions release their pinned sequence after this many milliseconds. */
     sessionTtlMs: z.number().int().positive().default(600_000),
   })

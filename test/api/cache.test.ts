@@ -78,6 +78,33 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
     await ram.dispose();
   });
 
+  it('idle KV leaves a busy unified cache for the RAM tier (no attention tax), and its session comes back exactly', async () => {
+    const opts = { temperature: 0, logitBias: noEos, tokens: true } as const;
+    const long = model.tokenize(words(400, 31));
+    const short = model.tokenize(words(10, 32));
+    const run = async (idleKvSpillMs: number) => {
+      const ctx = await model.createContext({ contextSize: 4096, sequences: 2, idleKvSpillMs });
+      const t1 = await ctx.complete({ prompt: long, maxTokens: 4, ...opts, sessionId: 'idle' });
+      await new Promise((r) => setTimeout(r, 150));
+      const cellsIdle = ctx.cacheStats().kvCellsUsed;
+      await ctx.complete({ prompt: short, maxTokens: 40, ...opts });
+      const stats = ctx.cacheStats();
+      const t2 = await ctx.complete({ prompt: Int32Array.from([...long, ...t1.tokens!, ...short]), maxTokens: 4, ...opts, sessionId: 'idle' });
+      await ctx.dispose();
+      return { cellsIdle, stats, t2 };
+    };
+    const spilled = await run(100);
+    expect(spilled.stats.idleSpills).toBe(1);
+    expect(spilled.stats.spills).toBe(1); // a session: it comes back by its id
+    expect(spilled.stats.kvCellsUsed).toBeLessThan(spilled.cellsIdle); // the 400+ idle cells are gone
+    expect(spilled.t2.cache).toMatchObject({ outcome: 'restored', tier: 'ram' });
+    const kept = await run(0);
+    expect(kept.stats.idleSpills).toBe(0);
+    expect(kept.stats.kvCellsUsed).toBeGreaterThan(kept.cellsIdle);
+    expect(kept.t2.cache.outcome).toBe('sticky');
+    expect(Array.from(spilled.t2.tokens!)).toEqual(Array.from(kept.t2.tokens!));
+  });
+
   it('with prefixCache off every prompt is prefilled in full', async () => {
     const ctx = await model.createContext({ contextSize: 1024, sequences: 2, prefixCache: false });
     const prompt = model.tokenize(words(40, 12));
