@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseMarkersArg } from '../../src/cli.js';
 import { projectRoot, tempDir } from '../helpers/paths.js';
-import { ensureChatModels, OPENAI_TOOLS, QUESTION, WEATHER_RESULT } from '../server/fixtures.js';
+import { ensureChatModels, OPENAI_TOOLS, QUESTION, weatherTurn2 } from '../server/fixtures.js';
 
 /** `llamux serve ...args` in a child process; resolves with its URL once it listens. */
-function serve(args: string[]): Promise<{ url: string; child: ReturnType<typeof spawn>; stdout: () => string }> {
+function serve(args: string[]): Promise<{ url: string; child: ReturnType<typeof spawn>; stdout: () => string; stderr: () => string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli.ts'), 'serve', ...args], { cwd: projectRoot });
   let stdout = '';
   let stderr = '';
@@ -20,7 +20,7 @@ function serve(args: string[]): Promise<{ url: string; child: ReturnType<typeof 
       const m = /listening on (http:\/\/\S+)[\s\S]*Anthropic:/.exec(stdout);
       if (m) {
         clearTimeout(timer);
-        resolve({ url: m[1]!, child, stdout: () => stdout });
+        resolve({ url: m[1]!, child, stdout: () => stdout, stderr: () => stderr });
       }
     });
   });
@@ -153,11 +153,7 @@ describe('llamux CLI', () => {
       expect(health.cache.diskEntries).toBe(files().length); // loaded entries are reported at once
       const turn2 = await client(second.url).chat.completions.create({
         model: 'x',
-        messages: [
-          { role: 'user', content: QUESTION },
-          { role: 'assistant', content: null, tool_calls: [call] },
-          { role: 'tool', tool_call_id: call.id, content: WEATHER_RESULT },
-        ],
+        messages: weatherTurn2(call as Parameters<typeof weatherTurn2>[0]),
         tools: OPENAI_TOOLS,
       });
       // the stored call replays its exact tokens, so turn 1's whole prompt and output come from disk
@@ -171,25 +167,9 @@ describe('llamux CLI', () => {
   });
 
   it('serves until SIGTERM, with a progress display while the model loads', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli.ts'), 'serve', '--model', demoModel, '--port', '0', '--threads', '1', '--parallel', '1', '--markers', 'hermes'], {
-      cwd: projectRoot,
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no URL in time; stdout: ${stdout}; stderr: ${stderr}`)), 30_000);
-      child.stdout.on('data', (d: Buffer) => {
-        stdout += d.toString();
-        const m = /listening on (http:\/\/\S+)[\s\S]*Anthropic:/.exec(stdout);
-        if (m) {
-          clearTimeout(timer);
-          resolve(m[1]!);
-        }
-      });
-    });
-    expect(stdout).toContain('markers hermes');
-    expect(stderr).toContain('Loading model 100%');
+    const { url, child, stdout, stderr } = await serve(['--model', demoModel, '--port', '0', '--threads', '1', '--parallel', '1', '--markers', 'hermes']);
+    expect(stdout()).toContain('markers hermes');
+    expect(stderr()).toContain('Loading model 100%');
     const health = (await (await fetch(`${url}/health`)).json()) as { status: string; parallel: number };
     expect(health).toMatchObject({ status: 'ok', parallel: 1 });
     const code = await new Promise<number | null>((resolve) => {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { projectRoot, tempDir } from '../helpers/paths.js';
-import { ANTHROPIC_TOOLS, ensureChatModels, OPENAI_TOOLS, QUESTION, WEATHER_RESULT } from '../server/fixtures.js';
+import { ANTHROPIC_TOOLS, ensureChatModels, OPENAI_TOOLS, QUESTION, weatherTurn2 } from '../server/fixtures.js';
 
 const args = process.argv.slice(2);
 const total = Number(args[args.indexOf('--requests') + 1]) || 5_000;
@@ -56,11 +56,7 @@ async function conversation(): Promise<number> {
   const second = await openai.chat.completions.create(
     {
       model: 'x',
-      messages: [
-        { role: 'user', content: QUESTION },
-        { role: 'assistant', content: null, tool_calls: [call] },
-        { role: 'tool', tool_call_id: call.id, content: WEATHER_RESULT },
-      ],
+      messages: weatherTurn2(call as Parameters<typeof weatherTurn2>[0]),
       tools: OPENAI_TOOLS,
     },
     { headers: conversationHeader },
