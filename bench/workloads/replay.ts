@@ -259,7 +259,9 @@ export const SYSTEM_LABELS: Record<SystemKey, string> = {
 
 async function runLibrary(model: Model, conv: AgentConversation, reuse: boolean, threads: number): Promise<TurnResult[]> {
   const last = conv.prompts.at(-1)!.length + conv.generated.at(-1)!.length;
-  const ctx = await model.createContext({ contextSize: last + 256, sequences: 2, threads, batchThreads: threads, prefixCache: reuse, toolCallMarkers: false });
+  // One sequence, as node-llama-cpp and llama-server get: the warm-up's cells are replaced by
+  // turn 0 instead of sitting in a second sequence and widening the attention window.
+  const ctx = await model.createContext({ contextSize: last + 256, sequences: 1, threads, batchThreads: threads, prefixCache: reuse, toolCallMarkers: false });
   const out: TurnResult[] = [];
   try {
     const bias = Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity]));
