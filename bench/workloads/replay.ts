@@ -406,7 +406,10 @@ async function runLlamaServer(bin: string, path: string, conv: AgentConversation
     for (let k = 0; k < conv.prompts.length; k++) {
       progress(`replay: llama-server, turn ${k}/${conv.prompts.length - 1}`);
       const forced = conv.generated[k]!;
-      const r = await streamTokenCompletion(srv.openai, conv.prompts[k]!, forced.length + 8, { grammar: tokenGrammar(forced) });
+      // The pinned llama-server does not apply token-id grammars (it samples outside them and
+      // fails), so it writes its own turn of the scripted length: the next prompt then differs
+      // after this one and llama-server prefills the scripted turn too (counted in `prefilled`).
+      const r = await streamTokenCompletion(srv.openai, conv.prompts[k]!, forced.length, { ignore_eos: true });
       out.push({ ttftMs: r.ttftMs, promptTokens: conv.prompts[k]!.length, prefilledTokens: r.prefilledTokens, totalMs: r.totalMs });
     }
   } finally {
@@ -493,6 +496,7 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
   out.push(table('replay: prompt tokens prefilled per turn', prefillRows));
   out.push(table(`replay: turn ${lastK}`, summary));
   if (!ls.path) out.push(`note: llama-server not measured (${ls.why})\n`);
+  else out.push('note: llama-server writes its own assistant turns (the pinned llama-server rejects token-id grammars), so from turn 1 on it also prefills the previous scripted turn\n');
   if (serverInfo && (serverInfo.fallbacks > 0 || serverInfo.promptMismatches.length > 0)) {
     out.push(`note: the server returned no tool call on ${serverInfo.fallbacks} turn(s); its prompt differed from the script's on turns [${serverInfo.promptMismatches.join(', ')}]\n`);
   }
