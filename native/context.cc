@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -60,6 +61,7 @@ const char *EventTypeName(EventType t) {
     case EventType::ToolCallDelta: return "toolCallDelta";
     case EventType::ToolCallEnd: return "toolCallEnd";
     case EventType::SessionDone: return "sessionDone";
+    case EventType::RpcFailed: return "rpcFailed";
   }
   return "unknown";
 }
@@ -130,6 +132,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));
   cfg.modelFingerprint = model_->fingerprint;
   cfg.prefixCache = GetBool(o, "prefixCache", true);
+  cfg.rpc = model_->rpc;
   readTokens("markerStart", &cfg.markers.start);
   readTokens("markerEnd", &cfg.markers.end);
   readTokens("markerPayloadStart", &cfg.markers.payloadStart);
@@ -152,7 +155,21 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
     std::lock_guard<std::mutex> lk(g_contexts_mu);
     g_contexts.insert(this);
   }
-  thread_ = std::thread([this] { ThreadMain(); });
+  thread_ = std::thread([this, exited = exited_] {
+    ThreadMain();
+    exited->store(true);
+  });
+  if (model_->rpc) {
+    // Runs on the RPC monitor thread when a server of the model dies; ~Context removes it
+    // (waiting for a running call) before anything it touches goes away.
+    rpcListener_ = model_->rpc->AddListener([this](const std::string &why) {
+      Event ev;
+      ev.type = EventType::RpcFailed;
+      ev.code = ErrorCodeName(ErrorCode::RpcUnavailable);
+      ev.message = why;
+      Post({std::move(ev)});
+    });
+  }
 }
 
 Context::~Context() {
@@ -160,6 +177,7 @@ Context::~Context() {
     std::lock_guard<std::mutex> lk(g_contexts_mu);
     g_contexts.erase(this);
   }
+  if (model_ && model_->rpc) model_->rpc->RemoveListener(rpcListener_);
   StopAndJoin();  // the thread has released the thread-safe function when this returns
   if (hookAdded_) {
     napi_remove_env_cleanup_hook(env_, &Context::TeardownHook, this);
@@ -179,7 +197,32 @@ void Context::TeardownHook(void *arg) {
 
 void Context::StopAndJoin() {
   if (sched_) sched_->Close();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  if (!thread_.joinable() || thread_.get_id() == std::this_thread::get_id()) return;
+  if (model_ && model_->rpc && JoinOrAbandon(model_->rpc->IsDead() ? 200 : 3000)) return;
+  thread_.join();
+}
+
+bool Context::JoinOrAbandon(int timeoutMs) {
+  if (!thread_.joinable()) return true;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  while (!exited_->load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (exited_->load()) {
+    thread_.join();
+    return true;
+  }
+  // Stuck on a dead RPC server: it never returns, so nothing it uses may be freed.
+  thread_.detach();
+  (void)sched_.release();
+  bool release = false;
+  if (outbox_ != nullptr) {
+    std::lock_guard<std::mutex> lk(outbox_->mu);
+    release = !outbox_->released;
+    outbox_->released = true;
+  }
+  if (release) tsfn_.Release();
+  return true;
 }
 
 void Context::ThreadMain() {
@@ -198,12 +241,20 @@ void Context::ThreadMain() {
   std::vector<Event> last;
   last.push_back(std::move(closed));
   Post(std::move(last));
-  tsfn_.Release();
+  bool release;
+  {
+    std::lock_guard<std::mutex> lk(outbox_->mu);
+    release = !outbox_->released;
+    outbox_->released = true;
+  }
+  if (release) tsfn_.Release();
 }
 
 void Context::Post(std::vector<Event> &&events) {
   Outbox *box = outbox_;
+  if (box == nullptr) return;
   std::lock_guard<std::mutex> lk(box->mu);
+  if (box->released) return;
   for (auto &e : events) box->events.push_back(std::move(e));
   if (box->scheduled) return;
   box->scheduled = true;
@@ -259,6 +310,7 @@ void Context::CallJs(Napi::Env env, Napi::Function fn, Outbox *box) {
         o.Set("ready", ReadyToJs(env, e.ready));
         break;
       case EventType::CreateFailed:
+      case EventType::RpcFailed:
         o.Set("code", e.code);
         o.Set("message", e.message);
         break;
@@ -391,6 +443,7 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
     }
   }
   ReadSampling(env, o, p->sampling, model_->n_vocab);
+  if (!sched_) ThrowCoded(env, ErrorCode::RpcUnavailable, "The context's RPC server is gone");
   if (!sched_->Submit(std::move(p))) {
     ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
   }
@@ -419,6 +472,7 @@ Napi::Value Context::SessionCommand(const Napi::CallbackInfo &info) {
   p->sessionId = GetString(o, "sessionId", "");
   p->waitForSession = GetBool(o, "wait", false);
   p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
+  if (!sched_) ThrowCoded(env, ErrorCode::RpcUnavailable, "The context's RPC server is gone");
   if (!sched_->Submit(std::move(p))) {
     ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
   }
@@ -428,6 +482,7 @@ Napi::Value Context::SessionCommand(const Napi::CallbackInfo &info) {
 // stats() -> cache counters (read without stopping the engine thread)
 Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
+  if (!sched_) ThrowCoded(env, ErrorCode::RpcUnavailable, "The context's RPC server is gone");
   const CacheCounters &c = sched_->Counters();
   Napi::Object o = Napi::Object::New(env);
   o.Set("ramBytes", static_cast<double>(c.ramBytes.load()));
@@ -451,14 +506,14 @@ Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
 
 Napi::Value Context::Cancel(const Napi::CallbackInfo &info) {
   LLAMUX_REQUIRE_NUMBER(info, 0, "id");
-  if (!closeRequested_) sched_->Cancel(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()));
+  if (!closeRequested_ && sched_) sched_->Cancel(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()));
   return info.Env().Undefined();
 }
 
 Napi::Value Context::Pause(const Napi::CallbackInfo &info) {
   LLAMUX_REQUIRE_NUMBER(info, 0, "id");
   bool paused = info.Length() > 1 && info[1].ToBoolean().Value();
-  if (!closeRequested_) sched_->SetPaused(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()), paused);
+  if (!closeRequested_ && sched_) sched_->SetPaused(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()), paused);
   return info.Env().Undefined();
 }
 
@@ -488,7 +543,9 @@ Napi::Value Context::Close(const Napi::CallbackInfo &info) {
       tsfn_.Ref(env);
       refd_ = true;
     }
-    sched_->Close();
+    if (sched_) sched_->Close();
+    // A context whose RPC server died: its thread may wait on that server forever.
+    if (model_ && model_->rpc && model_->rpc->IsDead()) JoinOrAbandon(200);
   }
   return d.Promise();
 }

@@ -17,6 +17,7 @@ Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
 Scheduler::~Scheduler() {
   batch_.reset();
   tiers_.reset();
+  if (ctx_ != nullptr && cfg_.rpc && !rpc::CheckAlive(cfg_.rpc)) return;  // leaked (see ContextConfig::rpc)
   pools_.Detach(ctx_);
   if (ctx_ != nullptr) llama_free(ctx_);
 }
@@ -469,11 +470,18 @@ void Scheduler::Shutdown() {
   waiting_.clear();
   output_.FlushEvents(active_, true);
   active_.clear();
+  // KV partly on a dead RPC server can neither be saved nor freed: leak it.
+  const bool lost = cfg_.rpc && !rpc::CheckAlive(cfg_.rpc);
   // With a disk tier, what the sequences hold survives the restart (written before the
   // I/O thread is joined below).
-  tiers_->SaveAllToDisk(sequences_, 16);
+  if (!lost) tiers_->SaveAllToDisk(sequences_, 16);
   batch_.reset();
   tiers_.reset();  // finishes queued disk writes, then joins the I/O thread
+  if (lost) {
+    ctx_ = nullptr;
+    mem_ = nullptr;
+    return;
+  }
   pools_.Detach(ctx_);
   if (ctx_ != nullptr) llama_free(ctx_);
   ctx_ = nullptr;
