@@ -198,20 +198,30 @@ void Context::TeardownHook(void *arg) {
 void Context::StopAndJoin() {
   if (sched_) sched_->Close();
   if (!thread_.joinable() || thread_.get_id() == std::this_thread::get_id()) return;
-  if (model_ && model_->rpc && JoinOrAbandon(model_->rpc->IsDead() ? 200 : 3000)) return;
+  if (model_ && model_->rpc && JoinOrAbandon(30000)) return;
   thread_.join();
 }
 
 bool Context::JoinOrAbandon(int timeoutMs) {
   if (!thread_.joinable()) return true;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
-  while (!exited_->load() && std::chrono::steady_clock::now() < deadline) {
+  // Until the thread ends, or the group is dead (then a short grace: an idle thread leaves at
+  // once), or timeoutMs (a server that neither answers nor fails: the group is failed).
+  auto now = [] { return std::chrono::steady_clock::now(); };
+  auto deadline = now() + std::chrono::milliseconds(timeoutMs);
+  bool graced = false;
+  while (!exited_->load()) {
+    if (model_->rpc->IsDead() && !graced) {
+      graced = true;
+      deadline = std::min(deadline, now() + std::chrono::milliseconds(200));
+    }
+    if (now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   if (exited_->load()) {
     thread_.join();
     return true;
   }
+  rpc::Fail(model_->rpc, "an RPC server did not answer within " + std::to_string(timeoutMs / 1000) + " s");
   // Stuck on a dead RPC server: it never returns, so nothing it uses may be freed.
   thread_.detach();
   (void)sched_.release();

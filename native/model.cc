@@ -184,7 +184,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
       st->log = capture.Text();
       if (st->abortFlag == nullptr && m != nullptr) {
         // The worker gave up on this load: free it if the servers still answer.
-        if (rpc::CheckAlive(group)) llama_model_free(m);
+        rpc::RunGuarded(group, [m] { llama_model_free(m); }, 10000);
         st->model = nullptr;
       }
       st->done.store(true);
@@ -249,7 +249,13 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
   }
 
   ~LoadWorker() override {
-    if (model_ != nullptr && (!group_ || rpc::CheckAlive(group_))) llama_model_free(model_);
+    if (model_ == nullptr) return;
+    if (!group_) {
+      llama_model_free(model_);
+      return;
+    }
+    llama_model *m = model_;
+    rpc::RunGuarded(group_, [m] { llama_model_free(m); }, 10000);
   }
 
  private:
@@ -279,8 +285,13 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
 
 ModelHandle::~ModelHandle() {
   if (model == nullptr) return;
-  if (rpc && !rpc::CheckAlive(rpc)) return;  // leaked: its buffers live on a dead server
-  llama_model_free(model);
+  if (!rpc) {
+    llama_model_free(model);
+    return;
+  }
+  // Freeing sends to the servers: never on a dead one (leaked), and never waiting forever.
+  llama_model *m = model;
+  rpc::RunGuarded(rpc, [m] { llama_model_free(m); }, 10000);
 }
 
 Napi::Object Model::Init(Napi::Env env, Napi::Object exports) {

@@ -91,7 +91,9 @@ void Investigate(const std::string &failure) {
       if (g->IsDead()) continue;
       for (const auto &ep : g->endpoints) {
         std::string why = Probe(ep, 1500, false);
-        if (!why.empty()) {
+        // A timeout proves nothing: a busy server's one-slot listen backlog drops new
+        // connections. A refused or unreachable connection does.
+        if (!why.empty() && why.find("no answer") == std::string::npos) {
           MarkDead(g, "RPC server " + ep + " failed: " + why);
           found = true;
           break;
@@ -325,17 +327,26 @@ bool Connect(Group &group, std::vector<ggml_backend_dev_t> *devices, std::string
   return true;
 }
 
-bool CheckAlive(const std::shared_ptr<Group> &group) {
+bool RunGuarded(const std::shared_ptr<Group> &group, std::function<void()> fn, int timeoutMs) {
   if (group->IsDead()) return false;
-  for (const auto &ep : group->endpoints) {
-    std::string why = Probe(ep, 1000, false);
-    if (!why.empty()) {
-      MarkDead(group, "RPC server " + ep + " failed: " + why);
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread([fn = std::move(fn), done] {
+    fn();
+    done->store(true, std::memory_order_release);
+  }).detach();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  while (!done->load(std::memory_order_acquire)) {
+    if (group->IsDead()) return false;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      Fail(group, "an RPC server did not answer within " + std::to_string(timeoutMs / 1000) + " s");
       return false;
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
 }
+
+void Fail(const std::shared_ptr<Group> &group, const std::string &why) { MarkDead(group, why); }
 
 bool WaitUnlessDead(Group &group, const std::function<bool()> &done) {
   for (;;) {

@@ -60,9 +60,13 @@ std::shared_ptr<Group> NewGroup(const std::vector<std::string> &endpoints);
 // RPC_UNAVAILABLE). Run it on a thread that may be abandoned (see WaitUnlessDead).
 bool Connect(Group &group, std::vector<ggml_backend_dev_t> *devices, std::string *error);
 
-// Whether every server of the group still accepts connections; marks the group dead (and
-// returns false) when one does not. Called before freeing what lives on the servers.
-bool CheckAlive(const std::shared_ptr<Group> &group);
+// Runs fn (which frees or reads what lives on the servers) on a thread of its own and waits
+// until it returns, the group dies, or timeoutMs passes (then the group is marked dead). True
+// when fn returned. When it did not, fn's thread is abandoned: fn must own what it touches.
+bool RunGuarded(const std::shared_ptr<Group> &group, std::function<void()> fn, int timeoutMs);
+
+// Marks the group dead (its listeners run) unless it already is.
+void Fail(const std::shared_ptr<Group> &group, const std::string &why);
 
 // Waits until done() is true or the group is dead; checks every few ms. True when done.
 bool WaitUnlessDead(Group &group, const std::function<bool()> &done);

@@ -17,9 +17,20 @@ Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
 Scheduler::~Scheduler() {
   batch_.reset();
   tiers_.reset();
-  if (ctx_ != nullptr && cfg_.rpc && !rpc::CheckAlive(cfg_.rpc)) return;  // leaked (see ContextConfig::rpc)
   pools_.Detach(ctx_);
-  if (ctx_ != nullptr) llama_free(ctx_);
+  if (ctx_ != nullptr) FreeContext();
+}
+
+void Scheduler::FreeContext() {
+  llama_context *ctx = ctx_;
+  ctx_ = nullptr;
+  mem_ = nullptr;
+  if (!cfg_.rpc) {
+    llama_free(ctx);
+    return;
+  }
+  // KV partly on RPC servers: freeing sends to them, so never wait on a dead one (leaked).
+  rpc::RunGuarded(cfg_.rpc, [ctx] { llama_free(ctx); }, 10000);
 }
 
 bool Scheduler::AbortCallback(void *data) {
@@ -470,20 +481,14 @@ void Scheduler::Shutdown() {
   waiting_.clear();
   output_.FlushEvents(active_, true);
   active_.clear();
-  // KV partly on a dead RPC server can neither be saved nor freed: leak it.
-  const bool lost = cfg_.rpc && !rpc::CheckAlive(cfg_.rpc);
   // With a disk tier, what the sequences hold survives the restart (written before the
-  // I/O thread is joined below).
-  if (!lost) tiers_->SaveAllToDisk(sequences_, 16);
+  // I/O thread is joined below). Not with KV on RPC servers: reading it back could wait on
+  // a dead server.
+  if (!cfg_.rpc) tiers_->SaveAllToDisk(sequences_, 16);
   batch_.reset();
   tiers_.reset();  // finishes queued disk writes, then joins the I/O thread
-  if (lost) {
-    ctx_ = nullptr;
-    mem_ = nullptr;
-    return;
-  }
   pools_.Detach(ctx_);
-  if (ctx_ != nullptr) llama_free(ctx_);
+  if (ctx_ != nullptr) FreeContext();
   ctx_ = nullptr;
   mem_ = nullptr;
 }

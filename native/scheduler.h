@@ -89,6 +89,8 @@ class Scheduler {
   void Run();
 
  private:
+  // llama_free(ctx_), guarded for contexts with KV on RPC servers (see ContextConfig::rpc).
+  void FreeContext();
   enum class Placement { Placed, Wait, Done };
 
   static bool AbortCallback(void *data);
