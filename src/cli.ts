@@ -6,7 +6,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Agent, type AgentEvent } from './agent/index.js';
-import { isLlamuxError } from './errors.js';
+import { fromNative, isLlamuxError } from './errors.js';
 import { rpcEndpoint } from './options.js';
 import { MARKER_PRESETS, detectMarkerPreset, type MarkerOption, type MarkerPresetName } from './markers.js';
 import { loadModel, type Model } from './model.js';
@@ -457,10 +457,15 @@ async function rpcServer(args: string[]): Promise<void> {
   const cacheDir = values['cache-dir'] !== undefined ? resolve(values['cache-dir']) : undefined;
   if (cacheDir) mkdirSync(cacheDir, { recursive: true });
   const { native } = await import('./binding.js');
-  const info = native.startRpcServer({ host, port, ...(threads !== undefined ? { threads } : {}), ...(cacheDir ? { cacheDir } : {}) }, () => {
-    console.error('llamux: the RPC server stopped');
-    process.exit(1);
-  });
+  let info;
+  try {
+    info = native.startRpcServer({ host, port, ...(threads !== undefined ? { threads } : {}), ...(cacheDir ? { cacheDir } : {}) }, () => {
+      console.error('llamux: the RPC server stopped');
+      process.exit(1);
+    });
+  } catch (e) {
+    throw fromNative(e);
+  }
   const mib = (n: number) => `${Math.round(n / 1024 / 1024)} MiB`;
   console.log(
     [

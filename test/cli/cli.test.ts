@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseMarkersArg } from '../../src/cli.js';
+import { parseMarkersArg, parseRpcList } from '../../src/cli.js';
 import { projectRoot, tempDir } from '../helpers/paths.js';
 import { ensureChatModels } from '../server/fixtures.js';
 
@@ -151,5 +151,52 @@ describe('parseMarkersArg()', () => {
     expect(parseMarkersArg('<a>,</a>')).toEqual({ start: '<a>', end: '</a>' });
     expect(() => parseMarkersArg('bogus')).toThrow(/--markers expects auto, none, one of hermes/);
     expect(() => parseMarkersArg(',x')).toThrow(/--markers expects/);
+  });
+});
+
+describe('llamux rpc-server', () => {
+  it('--help says the protocol has no authentication', async () => {
+    const r = await cli(['rpc-server', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('NO authentication');
+    expect(r.stdout).toContain('--allow-remote');
+  });
+
+  it('refuses a non-loopback host without --allow-remote', async () => {
+    const r = await cli(['rpc-server', '--host', '0.0.0.0', '--port', '1']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('refusing to listen on 0.0.0.0');
+    expect(r.stderr).toContain('--allow-remote');
+  });
+
+  it('rejects --mem (the pinned ggml RPC server cannot limit memory)', async () => {
+    const r = await cli(['rpc-server', '--mem', '512']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--mem is not supported');
+  });
+
+  it('fails with RPC_UNAVAILABLE when the port is taken, and prints what it exposes when it listens', async () => {
+    const { startRpcServer, stopRpcServer } = await import('../helpers/rpc-servers.js');
+    const s = await startRpcServer();
+    try {
+      expect(s.output()).toMatch(/listening on 127\.0\.0\.1:\d+\n {2}device CPU: /);
+      expect(s.output()).toContain('no authentication');
+      const r = await cli(['rpc-server', '--port', String(s.port)]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('RPC_UNAVAILABLE: cannot listen on 127.0.0.1:');
+    } finally {
+      await stopRpcServer(s, 'SIGTERM');
+    }
+    expect(s.child.exitCode).toBe(0);
+  });
+});
+
+describe('parseRpcList()', () => {
+  it('reads HOST:PORT[,HOST:PORT...] and rejects anything else', () => {
+    expect(parseRpcList('127.0.0.1:50052')).toEqual(['127.0.0.1:50052']);
+    expect(parseRpcList('a:1, b.lan:50053')).toEqual(['a:1', 'b.lan:50053']);
+    expect(() => parseRpcList('')).toThrow(/--rpc expects/);
+    expect(() => parseRpcList('host')).toThrow(/"host" is not HOST:PORT/);
+    expect(() => parseRpcList('h:70000')).toThrow(/--rpc expects/);
   });
 });
