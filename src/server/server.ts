@@ -272,6 +272,13 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         }
         if (path === '/health') {
           allow('GET');
+          // An RPC server holding the model's layers died: this instance cannot answer any
+          // more (a balancer should route elsewhere); restart it once the server is back.
+          const failed = model.rpc?.failed;
+          if (failed !== undefined) {
+            sendJson(res, 503, { status: 'error', model: name, error: { code: 'RPC_UNAVAILABLE', message: failed } });
+            return;
+          }
           const c = context!.cacheStats();
           sendJson(res, 200, {
             status: 'ok',

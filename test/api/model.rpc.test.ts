@@ -187,3 +187,33 @@ describe('an RPC server that dies mid-generation', () => {
     }
   });
 });
+
+describe('createServer() with rpcServers', () => {
+  it('answers through the servers, then 503 RPC_UNAVAILABLE (and /health 503) once one dies', async () => {
+    const { createServer } = await import('../../src/server/index.js');
+    const servers = [await startRpcServer(), await startRpcServer()];
+    try {
+      const server = await createServer({ modelPath: testModel('demo').path, rpcServers: servers.map((s) => s.endpoint), port: 0, ctx: 2048, parallel: 1, threads: 1 });
+      const ask = () =>
+        fetch(`${server.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-llamux-conversation': 'c1' },
+          body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: 'What is the weather in Paris?' }], max_tokens: 8 }),
+        });
+      expect(server.model.rpc?.servers).toEqual(servers.map((s) => s.endpoint));
+      const ok = await ask();
+      expect(ok.status).toBe(200);
+      expect((await fetch(`${server.url}/health`)).status).toBe(200);
+      await stopRpcServer(servers[1]!);
+      const failed = await ask();
+      expect(failed.status).toBe(503);
+      expect(JSON.stringify(await failed.json())).toContain(servers[1]!.endpoint);
+      const health = await fetch(`${server.url}/health`);
+      expect(health.status).toBe(503);
+      expect(await health.json()).toMatchObject({ status: 'error', error: { code: 'RPC_UNAVAILABLE' } });
+      await server.close();
+    } finally {
+      await Promise.all(servers.map((s) => stopRpcServer(s)));
+    }
+  });
+});
