@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #ifndef _WIN32
@@ -33,6 +34,10 @@ struct State {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::weak_ptr<Group>> groups;
+  // Dead groups stay here: their leaked buffers keep the healthy servers' connections open,
+  // and a later model must share those connections (a server serves one at a time).
+  std::vector<std::shared_ptr<Group>> dead;
+  std::map<std::string, int> generation;  // endpoint -> connections that failed on it
   uint64_t epoch = 0;        // RPC failures seen (abort callback)
   std::string lastFailure;   // the last failure's ggml message
   bool monitorStarted = false;
@@ -53,8 +58,14 @@ bool SplitEndpoint(const std::string &endpoint, std::string *host, int *port) {
   return *port > 0 && *port < 65536;
 }
 
-void MarkDead(const std::shared_ptr<Group> &g, const std::string &why) {
-  std::vector<std::function<void(const std::string &)>> fns;
+// The connection name of an endpoint now (see Group::keys). Caller holds S().mu.
+std::string KeyLocked(const std::string &endpoint) {
+  auto it = S().generation.find(endpoint);
+  return it == S().generation.end() || it->second == 0 ? endpoint : endpoint + "#" + std::to_string(it->second + 1);
+}
+
+// burnt: the endpoints whose connection failed (parked); they get a new connection name.
+void MarkDead(const std::shared_ptr<Group> &g, const std::string &why, const std::vector<std::string> &burnt) {
   {
     std::lock_guard<std::mutex> lk(g->mu);
     if (g->dead->load()) return;
@@ -64,6 +75,9 @@ void MarkDead(const std::shared_ptr<Group> &g, const std::string &why) {
     for (auto &l : g->listeners) l.second(why);
     g->listeners.clear();
   }
+  std::lock_guard<std::mutex> lk(S().mu);
+  for (const auto &ep : burnt) S().generation[ep]++;
+  S().dead.push_back(g);
 }
 
 std::vector<std::shared_ptr<Group>> LiveGroups() {
@@ -94,7 +108,7 @@ void Investigate(const std::string &failure) {
         // A timeout proves nothing: a busy server's one-slot listen backlog drops new
         // connections. A refused or unreachable connection does.
         if (!why.empty() && why.find("no answer") == std::string::npos) {
-          MarkDead(g, "RPC server " + ep + " failed: " + why);
+          MarkDead(g, "RPC server " + ep + " failed: " + why, {ep});
           found = true;
           break;
         }
@@ -104,7 +118,7 @@ void Investigate(const std::string &failure) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   for (auto &g : LiveGroups()) {
-    if (!g->IsDead()) MarkDead(g, "an RPC connection failed (" + failure + ")");
+    if (!g->IsDead()) MarkDead(g, "an RPC connection failed (" + failure + ")", g->endpoints);
   }
 }
 
@@ -300,26 +314,36 @@ bool Connect(Group &group, std::vector<ggml_backend_dev_t> *devices, std::string
     *error = "the RPC backend does not export ggml_backend_rpc_add_server";
     return false;
   }
-  // Endpoints this process already holds a connection to (another model's): ggml-rpc shares
-  // one connection per endpoint, and a second HELLO would wait for that connection to end.
+  // Connections this process already holds (another model's, or a dead model's to a server
+  // that is fine): ggml-rpc shares one connection per name, and a second HELLO would wait for
+  // that connection to end.
   std::vector<std::string> connected;
-  for (auto &g : LiveGroups()) {
-    if (g.get() == &group || g->IsDead()) continue;
-    connected.insert(connected.end(), g->endpoints.begin(), g->endpoints.end());
+  auto live = LiveGroups();
+  {
+    std::lock_guard<std::mutex> lk(S().mu);
+    group.keys.clear();
+    for (const auto &ep : group.endpoints) group.keys.push_back(KeyLocked(ep));
+    for (auto &g : live) {
+      if (g.get() != &group && !g->IsDead()) connected.insert(connected.end(), g->keys.begin(), g->keys.end());
+    }
+    for (auto &g : S().dead) connected.insert(connected.end(), g->keys.begin(), g->keys.end());
   }
-  for (const auto &ep : group.endpoints) {
-    bool shared = std::find(connected.begin(), connected.end(), ep) != connected.end();
-    std::string why = Probe(ep, 3000, !shared);
+  for (size_t i = 0; i < group.endpoints.size(); i++) {
+    const std::string &ep = group.endpoints[i];
+    // A held connection needs no probe (and a TCP probe would only sit in the busy server's
+    // one-slot listen backlog).
+    if (std::find(connected.begin(), connected.end(), group.keys[i]) != connected.end()) continue;
+    std::string why = Probe(ep, 3000, true);
     if (!why.empty()) {
       *error = "RPC server " + ep + " is unavailable: " + why;
       return false;
     }
   }
-  for (const auto &ep : group.endpoints) {
-    ggml_backend_reg_t r = addServer(ep.c_str());  // a failure here parks this thread (see rpc.h)
+  for (size_t i = 0; i < group.endpoints.size(); i++) {
+    ggml_backend_reg_t r = addServer(group.keys[i].c_str());  // a failure here parks this thread (see rpc.h)
     size_t n = r != nullptr ? ggml_backend_reg_dev_count(r) : 0;
     if (n == 0) {
-      *error = "RPC server " + ep + " exposes no devices";
+      *error = "RPC server " + group.endpoints[i] + " exposes no devices";
       return false;
     }
     for (size_t i = 0; i < n; i++) devices->push_back(ggml_backend_reg_dev_get(r, i));
@@ -346,7 +370,7 @@ bool RunGuarded(const std::shared_ptr<Group> &group, std::function<void()> fn, i
   return true;
 }
 
-void Fail(const std::shared_ptr<Group> &group, const std::string &why) { MarkDead(group, why); }
+void Fail(const std::shared_ptr<Group> &group, const std::string &why) { MarkDead(group, why, group->endpoints); }
 
 bool WaitUnlessDead(Group &group, const std::function<bool()> &done) {
   for (;;) {

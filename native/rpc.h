@@ -30,6 +30,10 @@ namespace llamux::rpc {
 // The RPC servers one model uses.
 struct Group {
   std::vector<std::string> endpoints;
+  // ggml-rpc's name for each endpoint's connection (it keeps one connection per name). After a
+  // server failed, its endpoint gets a new name ("host:port#2"; ggml reads the port up to the
+  // '#'), so a later model connects afresh instead of reusing the parked connection.
+  std::vector<std::string> keys;
   std::shared_ptr<std::atomic<bool>> dead = std::make_shared<std::atomic<bool>>(false);
   std::mutex mu;  // guards message and listeners
   std::string message;  // why it died
@@ -65,7 +69,8 @@ bool Connect(Group &group, std::vector<ggml_backend_dev_t> *devices, std::string
 // when fn returned. When it did not, fn's thread is abandoned: fn must own what it touches.
 bool RunGuarded(const std::shared_ptr<Group> &group, std::function<void()> fn, int timeoutMs);
 
-// Marks the group dead (its listeners run) unless it already is.
+// Marks the group dead (its listeners run) unless it already is. Which connection failed is
+// unknown here, so every endpoint of the group gets a new connection name.
 void Fail(const std::shared_ptr<Group> &group, const std::string &why);
 
 // Waits until done() is true or the group is dead; checks every few ms. True when done.

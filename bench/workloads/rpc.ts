@@ -16,11 +16,14 @@ export interface RpcBenchOptions {
 }
 
 export async function runRpcBench(opts: RpcBenchOptions = {}): Promise<string> {
-  const threads = opts.threads ?? (opts.quick ? 1 : 2);
+  // One thread per process by default: all three processes share this machine's cores, and a
+  // server waiting for its turn must not spin worker threads on the cores of the one computing
+  // (a ggml thread pool spins between graphs). On separate machines give each its own cores.
+  const threads = opts.threads ?? 1;
   const name: BenchModelName = opts.model ?? (opts.quick ? 'tiny-random' : '250m-q8_0');
   const promptTokens = opts.quick ? 64 : 256;
   const genTokens = opts.quick ? 32 : 128;
-  const reps = opts.quick ? 1 : 5;
+  const reps = opts.quick ? 1 : 3;
   setLogger('silent');
   progress(`rpc: preparing ${name}`);
   const bm = await ensureBenchModel(name);

@@ -111,9 +111,12 @@ describe('loadModel() with rpcServers (two llamux rpc-server processes on loopba
 // by design, and the process must still answer local requests and exit by itself.
 const KILL_CLIENT = `
 import { loadModel } from './src/index.js';
+import { createInterface } from 'node:readline';
 const [modelPath, localPath, promptJson, localPromptJson, endpointsJson] = process.argv.slice(-5);
+const endpoints = JSON.parse(endpointsJson);
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 const out = {};
-const model = await loadModel(modelPath, { rpcServers: JSON.parse(endpointsJson) });
+const model = await loadModel(modelPath, { rpcServers: endpoints });
 const ctx = await model.createContext({ threads: 1, batchThreads: 1, contextSize: 1024, sequences: 2 });
 const prompt = Int32Array.from(JSON.parse(promptJson));
 const a = ctx.generate({ prompt, temperature: 0, maxTokens: 1000 });
@@ -136,6 +139,21 @@ await lc.dispose();
 await local.dispose();
 await ctx.dispose();
 await model.dispose();
+// Loading again: on the surviving server alone (this process still holds its connection), and
+// on both once the dead one is back on the same port (a new connection, not the parked one).
+const again = async (eps) => {
+  const m = await loadModel(modelPath, { rpcServers: eps });
+  const c = await m.createContext({ threads: 1, batchThreads: 1, contextSize: 1024 });
+  const r = await c.generate({ prompt, temperature: 0, maxTokens: 8, tokens: true }).result;
+  await c.dispose();
+  await m.dispose();
+  return r.tokens.join(',');
+};
+try { out.survivor = await again([endpoints[0]]); } catch (e) { out.survivor = { code: e.code, message: e.message }; }
+process.stdout.write('WAITING\\n');
+await lines.next();
+try { out.restarted = await again(endpoints); } catch (e) { out.restarted = { code: e.code, message: e.message }; }
+process.stdin.destroy();
 process.stdout.write('RESULT ' + JSON.stringify(out) + '\\n');
 `;
 
@@ -147,7 +165,7 @@ describe('an RPC server that dies mid-generation', () => {
       const child = spawn(
         process.execPath,
         ['--import', 'tsx', '--input-type=module', '-e', KILL_CLIENT, '--', testModel('long-script').path, testModel('single-marker').path, JSON.stringify(s.promptTokens), JSON.stringify(script('single-marker').promptTokens), JSON.stringify(servers.map((x) => x.endpoint))],
-        { cwd: projectRoot, env: { ...process.env, NODE_NO_WARNINGS: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
+        { cwd: projectRoot, env: { ...process.env, NODE_NO_WARNINGS: '1' }, stdio: ['pipe', 'pipe', 'pipe'] },
       );
       let stdout = '';
       let stderr = '';
@@ -156,6 +174,12 @@ describe('an RPC server that dies mid-generation', () => {
         const before = stdout;
         stdout += d.toString();
         if (!before.includes('KILL') && stdout.includes('KILL')) void stopRpcServer(servers[1]!, 'SIGKILL');
+        if (!before.includes('WAITING') && stdout.includes('WAITING')) {
+          void startRpcServer({ port: servers[1]!.port }).then((s) => {
+            servers.push(s);
+            child.stdin.write('RESTARTED\n');
+          });
+        }
       });
       const code = await new Promise<number | null>((resolve) => {
         const timer = setTimeout(() => child.kill('SIGKILL'), 45_000);
@@ -166,7 +190,7 @@ describe('an RPC server that dies mid-generation', () => {
       });
       const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
       expect(line, `client output:\n${stdout}\n${stderr}`).toBeDefined();
-      expect(code).toBe(0);
+      expect(code, `client output:\n${stdout}\n${stderr}`).toBe(0);
       const out = JSON.parse(line!.slice('RESULT '.length)) as Record<string, unknown>;
       const dead = servers[1]!.endpoint;
       expect(out.a).toMatchObject({ code: 'RPC_UNAVAILABLE' });
@@ -174,8 +198,10 @@ describe('an RPC server that dies mid-generation', () => {
       expect(out.b).toEqual({ code: 'RPC_UNAVAILABLE' });
       expect(out.after).toEqual({ code: 'RPC_UNAVAILABLE' });
       expect(out.create).toEqual({ code: 'RPC_UNAVAILABLE' });
-      expect(out.rpc).toMatchObject({ servers: servers.map((x) => x.endpoint), failed: expect.stringContaining(dead) });
+      expect(out.rpc).toMatchObject({ servers: servers.slice(0, 2).map((x) => x.endpoint), failed: expect.stringContaining(dead) });
       expect(out.local).toBe(script('single-marker').greedy.slice(0, 8).join(','));
+      expect(out.survivor, JSON.stringify(out)).toBe(s.greedy.slice(0, 8).join(','));
+      expect(out.restarted, JSON.stringify(out)).toBe(s.greedy.slice(0, 8).join(','));
       // The surviving server is still usable by a new client.
       const model = await loadModel(testModel('single-marker').path, { rpcServers: [servers[0]!.endpoint] });
       const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 512 });

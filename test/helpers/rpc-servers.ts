@@ -31,7 +31,7 @@ export function freePort(): Promise<number> {
 }
 
 /** Starts `llamux rpc-server --port <free> --threads <n>` and waits until it listens. */
-export async function startRpcServer(options: { threads?: number; timeoutMs?: number } = {}): Promise<RpcServerProcess> {
+export async function startRpcServer(options: { threads?: number; timeoutMs?: number; port?: number } = {}): Promise<RpcServerProcess> {
   if (!exitHookAdded) {
     exitHookAdded = true;
     process.once('exit', () => {
@@ -39,7 +39,7 @@ export async function startRpcServer(options: { threads?: number; timeoutMs?: nu
     });
   }
   for (let attempt = 0; ; attempt++) {
-    const port = await freePort();
+    const port = options.port ?? (await freePort());
     const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli.ts'), 'rpc-server', '--port', String(port), '--threads', String(options.threads ?? 1)], {
       cwd: projectRoot,
       env: { ...process.env, NODE_NO_WARNINGS: '1' },
@@ -67,7 +67,7 @@ export async function startRpcServer(options: { threads?: number; timeoutMs?: nu
     if (ready) return { endpoint: `127.0.0.1:${port}`, port, child, output: () => out };
     child.kill('SIGKILL');
     // Another process took the port between freePort() and the bind: try another.
-    if (attempt < 3 && /cannot listen/.test(out)) continue;
+    if (options.port === undefined && attempt < 3 && /cannot listen/.test(out)) continue;
     throw new Error(`llamux rpc-server did not start on port ${port}:\n${out}`);
   }
 }
