@@ -82,7 +82,7 @@ computations on this machine and read what it holds. Use it on a private network
 an SSH or WireGuard tunnel only.
 
 Options:
-      --host HOST        Address to listen on (default 127.0.0.1)
+      --host ADDR        IPv4 address to listen on (default 127.0.0.1)
       --port N           Port (default 50052)
       --threads N        CPU threads for the computations (default: all)
       --cache-dir DIR    Cache large tensors here, so a client reloading the same model sends
@@ -429,7 +429,7 @@ export function parseRpcList(value: string): string[] {
   return list;
 }
 
-const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|::1)$/;
+const LOOPBACK = /^127\.\d+\.\d+\.\d+$/;
 
 async function rpcServer(args: string[]): Promise<void> {
   const { values } = parse(args, {
@@ -447,7 +447,9 @@ async function rpcServer(args: string[]): Promise<void> {
   if (values.mem !== undefined) {
     throw new UsageError('--mem is not supported: the pinned ggml RPC server reports the device\'s own free memory; balance layers with the client\'s tensorSplit');
   }
-  const host = values.host ?? '127.0.0.1';
+  // ggml's server binds an IPv4 address literal only.
+  const host = values.host === undefined || values.host === 'localhost' ? '127.0.0.1' : values.host;
+  if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(host)) throw new UsageError(`--host expects an IPv4 address (e.g. 127.0.0.1 or 10.0.0.7), got "${host}"`);
   if (!LOOPBACK.test(host) && !values['allow-remote']) {
     throw new UsageError(`refusing to listen on ${host}: the RPC protocol has no authentication. Use a private network or a tunnel, and pass --allow-remote`);
   }
