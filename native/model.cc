@@ -99,6 +99,9 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     p.n_gpu_layers = opts_.gpuLayers;
     p.vocab_only = opts_.vocabOnly;
     p.check_tensors = opts_.checkTensors;
+    std::vector<float> split(llama_max_devices(), 0.0f);
+    for (size_t i = 0; i < opts_.tensorSplit.size() && i < split.size(); i++) split[i] = opts_.tensorSplit[i];
+    if (!opts_.tensorSplit.empty()) p.tensor_split = split.data();
     if (!opts_.useMmap) p.load_mode = opts_.useMlock ? LLAMA_LOAD_MODE_MLOCK : LLAMA_LOAD_MODE_NONE;
     else if (opts_.useMlock) p.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK;
     p.progress_callback = &LoadWorker::OnLlamaProgress;

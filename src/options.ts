@@ -34,7 +34,8 @@ export const LoadModelOptionsSchema = z
      * authentication: private networks or a tunnel only. */
     rpcServers: z.array(rpcEndpoint).min(1).max(16).optional(),
     /** Share of the offloaded layers per device, in device order: each RPC server's devices
-     * (in `rpcServers` order), then local GPUs. Default: by free memory. */
+     * (in `rpcServers` order), then local GPUs. Default: by free memory. At most
+     * llama.cpp's device count (`systemInfo().maxDevices`) entries are used. */
     tensorSplit: z.array(z.number().nonnegative().finite()).min(1).max(128).optional(),
     /** Called with a fraction 0..1 while the weights load. */
     onProgress: z.function().optional(),
