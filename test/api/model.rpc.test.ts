@@ -6,7 +6,7 @@
 // still exits cleanly.
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LlamuxError, loadModel, type Context, type GenerateEvent, type Model } from '../../src/index.js';
+import { LlamuxError, loadModel, setLogger, type Context, type GenerateEvent, type Model } from '../../src/index.js';
 import { ONE_THREAD, collectEvents, markersOf, script, testModel } from '../helpers/models.js';
 import { projectRoot } from '../helpers/paths.js';
 import { freePort, startRpcServer, stopRpcServer, type RpcServerProcess } from '../helpers/rpc-servers.js';
@@ -99,6 +99,28 @@ describe('loadModel() with rpcServers (two llamux rpc-server processes on loopba
     expect(e.message).toContain(`127.0.0.1:${port}`);
   });
 
+  it('places the layers by tensorSplit: [1, 0] puts every offloaded layer on the first server', async () => {
+    const buffers = async (tensorSplit: number[]): Promise<string[]> => {
+      const lines: string[] = [];
+      setLogger('info', (_level, msg) => {
+        if (/RPC\d+\[.*model buffer size/.test(msg)) lines.push(msg);
+      });
+      try {
+        const m = await loadModel(testModel('long-script').path, { rpcServers: endpoints, tensorSplit });
+        await m.dispose();
+      } finally {
+        setLogger('warn');
+      }
+      return lines;
+    };
+    const first = await buffers([1, 0]);
+    expect(first.length).toBeGreaterThan(0);
+    expect(first.every((l) => l.includes(`[${endpoints[0]}]`))).toBe(true);
+    const second = await buffers([0, 1]);
+    expect(second.length).toBeGreaterThan(0);
+    expect(second.every((l) => l.includes(`[${endpoints[1]}]`))).toBe(true);
+  });
+
   it('rejects with INVALID_ARGUMENT when an endpoint is not host:port', async () => {
     for (const bad of [['localhost'], ['127.0.0.1:0'], ['127.0.0.1:99999'], [], ['http://x:1']]) {
       const e = await rejection(loadModel(testModel('single-marker').path, { rpcServers: bad }));
@@ -119,12 +141,16 @@ const out = {};
 const model = await loadModel(modelPath, { rpcServers: endpoints });
 const ctx = await model.createContext({ threads: 1, batchThreads: 1, contextSize: 1024, sequences: 2 });
 const prompt = Int32Array.from(JSON.parse(promptJson));
-const a = ctx.generate({ prompt, temperature: 0, maxTokens: 1000 });
-const b = ctx.generate({ prompt, temperature: 0, maxTokens: 1000 });
+const a = ctx.generate({ prompt, temperature: 0, maxTokens: 1000, highWaterMark: 4 });
+const b = ctx.generate({ prompt, temperature: 0, maxTokens: 1000, highWaterMark: 4 });
 let n = 0;
 try {
   for await (const ev of a) {
-    if (ev.type === 'text' && ++n === 3) process.stdout.write('KILL\\n');
+    if (ev.type === 'text' && ++n === 3) {
+      // Wait (the engine pauses both requests by backpressure) until the server is dead.
+      process.stdout.write('KILL\\n');
+      await lines.next();
+    }
   }
   out.a = 'finished';
 } catch (e) { out.a = { code: e.code, message: e.message }; }
@@ -173,7 +199,7 @@ describe('an RPC server that dies mid-generation', () => {
       child.stdout.on('data', (d: Buffer) => {
         const before = stdout;
         stdout += d.toString();
-        if (!before.includes('KILL') && stdout.includes('KILL')) void stopRpcServer(servers[1]!, 'SIGKILL');
+        if (!before.includes('KILL') && stdout.includes('KILL')) void stopRpcServer(servers[1]!, 'SIGKILL').then(() => child.stdin.write('KILLED\n'));
         if (!before.includes('WAITING') && stdout.includes('WAITING')) {
           void startRpcServer({ port: servers[1]!.port }).then((s) => {
             servers.push(s);
