@@ -24,12 +24,12 @@ bool Scheduler::SaveState(Sequence &s, const std::string &session) {
 
 // A free (unpinned, idle) sequence: the one sharing the longest prefix with the prompt; on
 // a tie the one caching the least, so useful prefixes elsewhere survive.
-Sequence *Scheduler::FreeSequence(const std::vector<llama_token> &prompt) {
+Sequence *Scheduler::FreeSequence(const std::vector<llama_token> &prompt, const std::string &scope) {
   Sequence *best = nullptr;
   size_t bestCommon = 0;
   for (auto &s : sequences_) {
     if (s.req != nullptr || sessions_.IsPinned(s.seq)) continue;
-    size_t c = CommonPrefix(s.tokens, prompt);
+    size_t c = s.scope == scope ? CommonPrefix(s.tokens, prompt) : 0;
     if (!canTruncate_ && c < s.tokens.size()) c = 0;
     if (best == nullptr || c > bestCommon || (c == bestCommon && s.tokens.size() < best->tokens.size())) {
       best = &s;
@@ -102,7 +102,7 @@ Scheduler::Placement Scheduler::ForkSession(Request &r) {
     output_.Emit(Event::SessionFailed(p.id, ErrorCode::SessionBusy, "Session \"" + fromId + "\" is running a request"));
     return Placement::Done;
   }
-  Sequence *target = FreeSequence({});
+  Sequence *target = FreeSequence({}, "");
   if (target == nullptr) target = SpillIdleSession(fromId);
   if (target == nullptr) return Placement::Wait;
   RamTier *ram = tiers_->Ram();
@@ -119,7 +119,10 @@ Scheduler::Placement Scheduler::ForkSession(Request &r) {
     if (CacheEntry *e = ram->FindSession(fromId)) tiers_->Restore(*target, e->tokens, e->blob, &ms);
   }
   std::vector<llama_token> transcript = from->transcript;
+  target->scope = from->scope;
+  std::string scope = from->scope;
   SessionState &dst = sessions_.Create(p.sessionId);
+  dst.scope = std::move(scope);
   dst.transcript = std::move(transcript);
   dst.lastUsed = Clock::now();
   dst.ttlMs = p.sessionTtlMs;
@@ -175,8 +178,10 @@ ReuseInputs Scheduler::MeasureReuse(Request &r, Sequence &target, bool pinned) {
   in.unifiedKv = cfg_.unifiedKv;
   in.pinned = pinned;
   in.promptTokens = r.tokens.size();
+  // Another scope's KV is never reused (tenant isolation): it counts as nothing shared.
+  const std::string &scope = r.p->cacheScope;
   in.liveTokens = target.tokens.size();
-  in.liveCommon = CommonPrefix(target.tokens, r.tokens);
+  in.liveCommon = target.scope == scope ? CommonPrefix(target.tokens, r.tokens) : 0;
   in.target = target.seq;
   if (!cfg_.prefixCache) return in;
   RamTier *ram = tiers_->Ram();
@@ -189,8 +194,12 @@ ReuseInputs Scheduler::MeasureReuse(Request &r, Sequence &target, bool pinned) {
     }
   }
   if (cfg_.unifiedKv) {
-    for (auto &s : sequences_) in.sequenceCommon.push_back(CommonPrefix(KvTokens(s), r.tokens));
+    for (auto &s : sequences_) {
+      const std::string &owner = s.req != nullptr ? s.req->p->cacheScope : s.scope;
+      in.sequenceCommon.push_back(owner == scope ? CommonPrefix(KvTokens(s), r.tokens) : 0);
+    }
   }
+  if (!scope.empty()) return in;  // the prefix tiers hold shared-scope KV only
   if (ram != nullptr) {
     size_t c = 0;
     in.hasRam = ram->Lookup(r.tokens, &c) != nullptr;
@@ -296,8 +305,10 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
   if (p.command) return p.command->op == SessionCommand::Op::End ? EndSession(r) : ForkSession(r);
   const std::string &sid = p.sessionId;
   SessionState *sess = sid.empty() ? nullptr : sessions_.Find(sid);
-  Placement checked = PrepareSession(r, sess);
-  if (checked != Placement::Placed) return checked;
+  if (!r.resumed) {  // a preempted request was checked (and its session joined) the first time
+    Placement checked = PrepareSession(r, sess);
+    if (checked != Placement::Placed) return checked;
+  }
 
   // ---- choose the sequence ----------------------------------------------------------
   Sequence *target = nullptr;
@@ -305,7 +316,7 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
   if (pinned) {
     target = &sequences_[static_cast<size_t>(sess->sequence)];
   } else {
-    target = FreeSequence(r.tokens);
+    target = FreeSequence(r.tokens, p.cacheScope);
     if (target == nullptr) target = SpillIdleSession(sid);
     if (target == nullptr) return Placement::Wait;
   }
@@ -348,20 +359,23 @@ Scheduler::Placement Scheduler::TryAdmit(Request &r) {
     SessionState &s = sessions_.Create(sid);
     sessions_.Pin(sid, target->seq);
     s.busy = true;
+    s.scope = p.cacheScope;
     s.lastUsed = Clock::now();
     if (p.sessionTtlMs >= 0) s.ttlMs = p.sessionTtlMs;
   }
   target->req = &r;
+  target->scope = p.cacheScope;
   target->lastUsed = Clock::now();
   r.seq = target;
   r.nPast = keep;
+  UpdateCounters();
+  if (r.resumed) return Placement::Placed;  // its stats describe the first admission
   r.stats.reusedTokens = static_cast<int32_t>(keep);
   r.stats.cacheOutcome = ReuseOutcome(plan, in, keep);
   r.stats.cacheTier = keep == 0 ? "" : ReuseSourceName(plan.source);
   r.stats.restoreMs = restoreMs;
   r.tAdmit = Clock::now();
   r.stats.queuedMs = MsBetween(r.tSubmit, r.tAdmit);
-  UpdateCounters();
   return Placement::Placed;
 }
 

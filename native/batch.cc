@@ -49,9 +49,12 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
   for (auto &rp : active) {
     Request &r = *rp;
     if (prefillAllowance <= 0) break;
-    if (r.done || r.nGenerated > 0) continue;
+    if (r.done) continue;
     size_t pending = r.tokens.size() - r.nPast;
     if (pending == 0) continue;
+    // A generating request decodes one token above; more pending means it was preempted
+    // and recomputes its prompt + output here (paused: later).
+    if (r.nGenerated > 0 && (pending == 1 || r.paused)) continue;
     size_t n = std::min(pending, static_cast<size_t>(prefillAllowance));
     if (!r.prefillStarted) {
       r.prefillStarted = true;

@@ -128,7 +128,9 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   };
   cfg.cacheRamBytes = static_cast<size_t>(GetNumber(o, "cacheRamBytes", static_cast<double>(256u << 20)));
   cfg.sessionTtlMs = static_cast<uint32_t>(GetNumber(o, "sessionTtlMs", 600000));
+  cfg.idleKvSpillMs = static_cast<uint32_t>(GetNumber(o, "idleKvSpillMs", 1000));
   cfg.cacheDir = GetString(o, "cacheDir", "");
+  cfg.diskWriteThrough = GetBool(o, "diskWriteThrough", true);
   cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));
   cfg.modelFingerprint = model_->fingerprint;
   cfg.prefixCache = GetBool(o, "prefixCache", true);
@@ -434,6 +436,7 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->toolCalls = GetBool(o, "toolCalls", true);
   p->sessionId = GetString(o, "sessionId", "");
   p->waitForSession = GetBool(o, "waitForSession", false);
+  p->cacheScope = GetString(o, "cacheScope", "");
   p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
   p->continueSession = GetBool(o, "continueSession", false);
   p->prefillOnly = GetBool(o, "prefillOnly", false);
@@ -511,6 +514,8 @@ Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
   o.Set("diskRejected", static_cast<double>(c.diskRejected.load()));
   o.Set("kvCellsUsed", static_cast<double>(c.kvCellsUsed.load()));
   o.Set("kvCellsTotal", static_cast<double>(c.kvCellsTotal.load()));
+  o.Set("preemptions", static_cast<double>(c.preemptions.load()));
+  o.Set("idleSpills", static_cast<double>(c.idleSpills.load()));
   return o;
 }
 

@@ -181,6 +181,13 @@ void DiskTier::Save(const std::vector<llama_token> &tokens, std::vector<uint8_t>
   cv_.notify_one();
 }
 
+bool DiskTier::Has(const std::vector<llama_token> &tokens) {
+  auto f = byFile_.find(dir_ + "/" + FileNameFor(tokens));
+  if (f == byFile_.end()) return false;
+  auto it = entries_.find(f->second);
+  return it != entries_.end() && it->second.tokens == tokens;
+}
+
 DiskTier::Entry *DiskTier::Lookup(const std::vector<llama_token> &prompt, size_t *common) {
   return LongestPrefix(index_, entries_, prompt, block_, common);
 }

@@ -44,6 +44,8 @@ class DiskTier {
   // Queues a write of `tokens` + `blob` (the copy-out already happened on the engine thread).
   void Save(const std::vector<llama_token> &tokens, std::vector<uint8_t> blob);
   Entry *Lookup(const std::vector<llama_token> &prompt, size_t *common);
+  // True when exactly these tokens are on disk already (a write would change nothing).
+  bool Has(const std::vector<llama_token> &tokens);
   // Queues a read of an entry's blob for request `requestId`; results come back via Poll().
   void Read(uint64_t requestId, const Entry &e);
   // Applies finished writes to the index (enforcing the budget) and returns finished reads.

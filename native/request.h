@@ -38,6 +38,7 @@ struct RequestParams {
   bool renderSpecial = false;  // render control tokens into the text
   // KV reuse
   std::string sessionId;          // pin a sequence across requests
+  std::string cacheScope;         // reuse KV only within this scope ("" = shared; scoped KV stays out of the tiers)
   bool waitForSession = false;    // wait instead of SESSION_BUSY
   int64_t sessionTtlMs = -1;      // this session's idle TTL (-1: the context's sessionTtlMs)
   bool continueSession = false;   // prompt = the session's committed tokens + this prompt

@@ -22,6 +22,7 @@ struct Sequence {
   int32_t seq = 0;
   Request *req = nullptr;           // the request decoding on it, or nullptr when idle
   std::vector<llama_token> tokens;  // what this sequence's KV holds, in order (when idle)
+  std::string scope;                // the cache scope that computed it (RequestParams::cacheScope)
   Clock::time_point lastUsed;
 };
 
@@ -57,6 +58,11 @@ struct Request {
   bool diskReady = false;
   std::vector<llama_token> diskTokens;
   std::vector<uint8_t> diskBlob;
+  // KV-full preemption (preemption.cc): the request left its sequence and waits to be
+  // re-admitted with every token it had (prompt + generated), recomputed from the prefix caches.
+  bool preempted = false;    // set on the tick it lost its sequence; the loop moves it back to waiting
+  bool resumed = false;      // it has been preempted at least once (admission keeps its first stats)
+  uint64_t resumeAfter = 0;  // re-admit once the scheduler's finished count passes this
 };
 
 inline double MsBetween(Clock::time_point a, Clock::time_point b) {

@@ -101,6 +101,7 @@ bool Scheduler::Start(std::string *error) {
     counters_.diskBudget = cfg_.cacheDiskBytes;
   }
   tiers_ = std::make_unique<StateTiers>(ctx_, std::move(ram), std::move(disk));
+  UpdateCounters();  // stats count the entries loaded from disk before any request
 
   Event ev;
   ev.type = EventType::Ready;
@@ -188,7 +189,10 @@ void Scheduler::DrainCommands(bool wait) {
   {
     std::unique_lock<std::mutex> lk(mu_);
     if (wait) {
-      cv_.wait(lk, [&] { return closing_ || !submitted_.empty() || !cancels_.empty() || !pauses_.empty(); });
+      auto ready = [&] { return closing_ || !submitted_.empty() || !cancels_.empty() || !pauses_.empty(); };
+      // Idle sessions must expire on time even when no request comes: wake once a second.
+      if (sessions_.Size() > 0) cv_.wait_for(lk, std::chrono::seconds(1), ready);
+      else cv_.wait(lk, ready);
     }
     submitted.swap(submitted_);
     cancels.swap(cancels_);
@@ -240,7 +244,11 @@ void Scheduler::DrainCommands(bool wait) {
         waitingCount_--;
       }
       Request &r = **it;
-      r.stats.queuedMs = MsBetween(r.tSubmit, Clock::now());
+      if (r.resumed && !r.p->sessionId.empty()) {
+        // preempted off its session's sequence: the session is free again (its KV is gone)
+        if (SessionState *sess = sessions_.Find(r.p->sessionId)) sess->busy = false;
+      }
+      if (!r.resumed) r.stats.queuedMs = MsBetween(r.tSubmit, Clock::now());
       output_.Emit(Event::Failed(id, ErrorCode::Aborted, "The request was aborted", r.stats));
       waiting_.erase(it);
       break;
@@ -289,6 +297,7 @@ bool Scheduler::Admit() {
     UpdateCounters();
   }
   for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (HeldBack(**it)) break;  // a preempted request keeps its place at the head
     Placement pl = TryAdmit(**it);
     if (pl == Placement::Wait) {
       // A request waiting for its own busy session must not block the others.
@@ -371,12 +380,8 @@ void Scheduler::DecodeBatch() {
     return;
   }
   if (ret == 1) {
-    // No room in the KV cache: drop the KV kept by idle sequences and retry next tick.
-    if (!Batch::FreeIdle(mem_, sequences_)) {
-      FailBatch(ErrorCode::KvCacheFull,
-                "The KV cache is full: the running sequences together need more than contextSize cells; "
-                "use a larger contextSize or fewer parallel sequences");
-    }
+    // No room in the KV cache: idle KV goes first, then one request steps back (preemption.cc).
+    OnKvFull();
     return;
   }
   FailBatch(ErrorCode::DecodeFailed, "llama_decode failed with code " + std::to_string(ret));
@@ -397,6 +402,7 @@ void Scheduler::Fail(Request &r, ErrorCode code, const std::string &message) {
 void Scheduler::Release(Request &r, bool keepKv) {
   Sequence *s = r.seq;
   if (s == nullptr) return;
+  finished_++;
   int32_t index = IndexOf(*s);
   std::string session = sessions_.PinnedTo(index);  // a copy: ForgetSession clears the link
   bool pinned = !session.empty();
@@ -414,7 +420,11 @@ void Scheduler::Release(Request &r, bool keepKv) {
     if (keepKv) sess->transcript = r.tokens;  // committed: prompt + generated (EOG excluded)
     if (sess->endAfter) ForgetSession(session);
   }
-  if (r.p->prefillOnly && keepKv && !pinned) SaveState(*s, "");  // a warmed prefix survives reuse
+  if (r.p->prefillOnly && keepKv && !pinned) {
+    SaveState(*s, "");  // a warmed prefix survives reuse
+  } else if (keepKv && cfg_.diskWriteThrough) {
+    tiers_->SaveToDisk(*s);  // survives kill -9: the copy is here, the write on the I/O thread
+  }
   s->req = nullptr;
   r.seq = nullptr;
   UpdateCounters();
@@ -441,6 +451,7 @@ void Scheduler::Run() {
     }
     try {
       progressed = Admit();
+      SpillTaxingIdleKv();
       if (batch_->Build(active_)) DecodeBatch();
     } catch (const std::exception &e) {
       // A C++ exception must never leave the engine thread: fail what was running, go on.
@@ -450,6 +461,7 @@ void Scheduler::Run() {
       progressed = true;
     }
     output_.FlushEvents(active_, false);
+    RequeuePreempted();
     counters_.kvCellsUsed = KvCellsUsed(ctx_, cfg_.sequences, cfg_.unifiedKv);
     // A finished request frees its sequence (and maybe a session someone waits for).
     for (auto &rp : active_) progressed = progressed || rp->done;

@@ -49,7 +49,9 @@ struct ContextConfig {
   MarkerSet markers;          // tool-call markers (token ids); empty: plain text path
   size_t cacheRamBytes = 256u << 20;  // RAM tier budget; 0 disables it
   uint32_t sessionTtlMs = 600000;     // idle sessions are released after this
+  uint32_t idleKvSpillMs = 1000;      // idle KV older than this leaves a busy cache (0: never)
   std::string cacheDir;               // disk tier folder ("" disables it)
+  bool diskWriteThrough = true;       // write each finished request's KV to the disk tier
   uint64_t cacheDiskBytes = 4ull << 30;
   std::string modelFingerprint;
   bool prefixCache = true;  // false: every request prefills its whole prompt (a baseline)
@@ -64,6 +66,8 @@ struct CacheCounters {
   std::atomic<uint64_t> sessions{0}, pinned{0}, spills{0}, restores{0}, shares{0};
   std::atomic<uint64_t> diskBytes{0}, diskEntries{0}, diskBudget{0}, diskRestores{0}, diskRejected{0};
   std::atomic<int64_t> kvCellsUsed{0}, kvCellsTotal{0};
+  std::atomic<uint64_t> preemptions{0};  // requests that gave up their KV to a full cache
+  std::atomic<uint64_t> idleSpills{0};   // idle sequences moved to RAM so they stop taxing attention
 };
 
 class Scheduler {
@@ -107,6 +111,15 @@ class Scheduler {
   void UpdateCounters();
   void Shutdown();
 
+  // preemption.cc: a full KV cache
+  void OnKvFull();
+  void Preempt(Request &r);
+  void RequeuePreempted();
+  bool HeldBack(const Request &r) const;
+
+  // idle_kv.cc: idle KV out of the running requests' attention window
+  void SpillTaxingIdleKv();
+
   // admission.cc: placing a request
   Placement TryAdmit(Request &r);
   Placement EndSession(Request &r);
@@ -114,7 +127,7 @@ class Scheduler {
   Placement PrepareSession(Request &r, SessionState *sess);
   ReuseInputs MeasureReuse(Request &r, Sequence &target, bool pinned);
   size_t ApplyReuse(Request &r, Sequence &target, ReusePlan &plan, const ReuseInputs &in, double *restoreMs);
-  Sequence *FreeSequence(const std::vector<llama_token> &prompt);
+  Sequence *FreeSequence(const std::vector<llama_token> &prompt, const std::string &scope);
   Sequence *SpillIdleSession(const std::string &keep);
   bool SaveState(Sequence &s, const std::string &session);
   void ForgetSession(const std::string &id);
@@ -152,6 +165,7 @@ class Scheduler {
   std::unique_ptr<StateTiers> tiers_;
   Output output_;
   Clock::time_point lastExpiry_;
+  uint64_t finished_ = 0;  // requests that left a sequence by finishing or failing
   CacheCounters counters_;
   mutable std::vector<llama_token> scratch_;
 };

@@ -20,6 +20,7 @@ struct SessionState {
   bool busy = false;
   bool endAfter = false;  // end() arrived while a request ran: end when it finishes
   int64_t ttlMs = -1;     // idle TTL; -1: the context's default
+  std::string scope;      // cache scope of its requests (a fork inherits it)
 };
 
 class SessionTable {

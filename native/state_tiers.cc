@@ -15,6 +15,7 @@ bool StateTiers::Copy(int32_t seq, std::vector<uint8_t> *blob) const {
 bool StateTiers::Save(const Sequence &s, const std::string &session) {
   if (!Any() || s.tokens.empty()) return false;
   if (session.empty() && s.tokens.size() < 16) return false;
+  if (session.empty() && !s.scope.empty()) return false;  // scoped KV never enters the shared prefix tiers
   if (!ram_ && !session.empty()) return false;
   if (!ram_) {
     std::vector<uint8_t> blob;
@@ -50,10 +51,16 @@ bool StateTiers::Restore(Sequence &s, const std::vector<llama_token> &tokens, co
   return true;
 }
 
+void StateTiers::SaveToDisk(const Sequence &s) {
+  if (!disk_ || !s.scope.empty() || s.tokens.size() < 16 || disk_->Has(s.tokens)) return;
+  std::vector<uint8_t> blob;
+  if (Copy(s.seq, &blob)) disk_->Save(s.tokens, std::move(blob));
+}
+
 void StateTiers::SaveAllToDisk(const std::vector<Sequence> &sequences, size_t minTokens) {
   if (!disk_) return;
   for (const auto &s : sequences) {
-    if (s.tokens.size() < minTokens) continue;
+    if (s.tokens.size() < minTokens || !s.scope.empty()) continue;
     std::vector<uint8_t> blob;
     if (Copy(s.seq, &blob)) disk_->Save(s.tokens, std::move(blob));
   }

@@ -29,6 +29,9 @@ class StateTiers {
   bool Save(const Sequence &s, const std::string &session);
   // Replaces a sequence's KV with a saved state. On failure the sequence is left empty.
   bool Restore(Sequence &s, const std::vector<llama_token> &tokens, const std::vector<uint8_t> &blob, double *ms);
+  // Write-through: queues the sequence's state for the disk tier (skipped when these exact
+  // tokens are on disk already or the sequence is shorter than a block).
+  void SaveToDisk(const Sequence &s);
   // Writes every sequence holding at least `minTokens` to the disk tier (at close).
   void SaveAllToDisk(const std::vector<Sequence> &sequences, size_t minTokens);
 

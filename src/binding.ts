@@ -95,9 +95,11 @@ export interface NativeContextOptions {
   prefillChunk: number;
   cacheRamBytes: number;
   sessionTtlMs: number;
+  idleKvSpillMs?: number;
   prefixCache: boolean;
   cacheDir?: string;
   cacheDiskBytes?: number;
+  diskWriteThrough?: boolean;
   markerStart?: Int32Array;
   markerEnd?: Int32Array;
   markerPayloadStart?: Int32Array;
@@ -109,6 +111,8 @@ export interface NativeRequest {
   prompt?: string | Int32Array;
   sessionId?: string;
   waitForSession?: boolean;
+  /** KV reuse only within this scope (tenant isolation). */
+  cacheScope?: string;
   /** This session's idle TTL (default: the context's sessionTtlMs). */
   sessionTtlMs?: number;
   continueSession?: boolean;
@@ -173,6 +177,10 @@ export interface NativeCacheStats {
   /** KV cells holding tokens (a cell shared by several sequences counts once); -1 for non-KV memories. */
   kvCellsUsed: number;
   kvCellsTotal: number;
+  /** Requests that gave their KV up to a full cache and were re-admitted later (their output continues). */
+  preemptions: number;
+  /** Idle sequences moved to the RAM tier because their cells widened running requests' attention window. */
+  idleSpills: number;
 }
 
 /** What llama.cpp applied when it created a context (public as ContextSettings). */

@@ -205,8 +205,9 @@ export class Context {
       prefillChunk: opts.prefillChunk ?? 0,
       cacheRamBytes: Math.floor(opts.cacheRamMb * 1024 * 1024),
       sessionTtlMs: opts.sessionTtlMs,
+      idleKvSpillMs: opts.idleKvSpillMs,
       prefixCache: opts.prefixCache,
-      ...(opts.cacheDir ? { cacheDir: resolvePath(opts.cacheDir), cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024) } : {}),
+      ...(opts.cacheDir ? { cacheDir: resolvePath(opts.cacheDir), cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024), diskWriteThrough: opts.cacheWriteThrough } : {}),
       ...(this.markers ? {
         markerStart: this.markers.start,
         markerEnd: this.markers.end,
@@ -707,6 +708,7 @@ function toNativeRequest(id: number, o: ParsedGenerateOptions): NativeRequest {
     penaltyLastN: o.penaltyLastN,
     seed: o.seed ?? Math.floor(Math.random() * 0xffffffff),
   };
+  if (o.cacheScope) req.cacheScope = o.cacheScope;
   if (o.grammar) {
     req.grammar = o.grammar;
     req.grammarRoot = o.grammarRoot;

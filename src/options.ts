@@ -85,8 +85,20 @@ export const ContextOptionsSchema = z
     cacheRamMb: z.number().min(0).default(256),
     /** Disk tier folder for saved sequence states (survives restarts); off when unset. */
     cacheDir: z.string().min(1).optional(),
+    /**
+     * With cacheDir: write each finished request's KV state to the disk tier (copied on the
+     * engine thread, written by the I/O thread), so a conversation survives kill -9. false:
+     * states reach disk only when they leave RAM or the context closes.
+     */
+    cacheWriteThrough: z.boolean().default(true),
     /** Disk tier budget in MiB. */
     cacheDiskMb: z.number().min(0).default(4096),
+    /**
+     * Idle KV older than this (ms) moves to the RAM tier while other requests decode and the
+     * idle cells outnumber theirs: with unified KV, idle cells widen every running request's
+     * attention window. 0: never.
+     */
+    idleKvSpillMs: z.number().int().min(0).default(1000),
     /** Idle sessions release their pinned sequence after this many milliseconds. */
     sessionTtlMs: z.number().int().positive().default(600_000),
   })
@@ -139,6 +151,12 @@ export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
   sessionId: z.string().min(1).max(256).optional(),
   /** Wait for the session's running request instead of failing with SESSION_BUSY. */
   waitForSession: z.boolean().default(false),
+  /**
+   * Cache scope (tenant isolation): the request reuses only KV computed under the same scope,
+   * and KV it computes is reused only by that scope; scoped KV never enters the shared RAM or
+   * disk prefix tiers. Default: the shared scope.
+   */
+  cacheScope: z.string().min(1).max(256).optional(),
   /** A key from prefillOnly(): the prompt continues that prefix. */
   parentKey: z.string().regex(/^[0-9a-f]{64}$/).optional(),
   /** Events buffered for a slow consumer before its sequence pauses. */

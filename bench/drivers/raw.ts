@@ -2,7 +2,7 @@
 // same CPU backend variant as llamux (LLAMUX_CPU_VARIANT applies to both).
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { packageRoot } from '../../src/binding.js';
 
 export interface RawResult {
@@ -29,8 +29,15 @@ export function rawBinary(): string {
   return bin;
 }
 
-export function runRaw(model: string, promptTokens: number, genTokens: number, threads: number, sequences = 1, sampler: RawSampler = 'llamux'): RawResult {
-  const out = execFileSync(rawBinary(), [model, String(promptTokens), String(genTokens), String(threads), String(sequences), sampler], { encoding: 'utf8' });
+/** The same loop linked against node-llama-cpp's prebuilt libllama/libggml (built with the
+ * bench build when node-llama-cpp's linux-x64 binaries are installed); undefined otherwise. */
+export function rawNlcBinary(): string | undefined {
+  const bin = join(dirname(rawBinary()), 'raw-decode-nlc');
+  return existsSync(bin) ? bin : undefined;
+}
+
+export function runRaw(model: string, promptTokens: number, genTokens: number, threads: number, sequences = 1, sampler: RawSampler = 'llamux', binary = rawBinary()): RawResult {
+  const out = execFileSync(binary, [model, String(promptTokens), String(genTokens), String(threads), String(sequences), sampler], { encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').at(-1)!) as RawResult;
 }
 

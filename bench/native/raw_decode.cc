@@ -39,14 +39,22 @@ int main(int argc, char **argv) {
   // The CPU backend variants sit next to this executable (build/Release). LLAMUX_CPU_VARIANT
   // forces one, as it does for llamux, so both sides of a benchmark run the same kernels.
   if (const char *v = getenv("LLAMUX_CPU_VARIANT"); v != nullptr && *v != '\0') {
+#ifdef LLAMUX_BACKEND_DIR
+    std::string dir = std::string(LLAMUX_BACKEND_DIR) + "/";
+#else
     std::string exe = argv[0];
     std::string dir = exe.substr(0, exe.find_last_of('/') + 1);
+#endif
     if (ggml_backend_load((dir + "libggml-cpu-" + v + ".so").c_str()) == nullptr) {
       fprintf(stderr, "cannot load CPU variant %s\n", v);
       return 1;
     }
   } else {
+#ifdef LLAMUX_BACKEND_DIR
+    ggml_backend_load_all_from_path(LLAMUX_BACKEND_DIR);  // node-llama-cpp's own CPU variants
+#else
     ggml_backend_load_all();
+#endif
   }
 #endif
   llama_model_params mp = llama_model_default_params();

@@ -91,6 +91,7 @@ export async function runAttentionBench(opts: AttentionBenchOptions = {}): Promi
       await ctx.dispose();
     }
   });
+  const idle = await idleKvTax(bm.path, opts.quick ? 480 : 2000, runs, threads);
   progressDone();
 
   const rows: Row[] = SUFFIXES.map((s) => ({
@@ -102,6 +103,56 @@ export async function runAttentionBench(opts: AttentionBenchOptions = {}): Promi
     'llamux vs node-llama-cpp': ratio(llamux[s]!, nlc[s]!),
   }));
   const out = [table(`${bm.description}: new tokens over a ${prefix}-token KV, ${threads} threads; median of ${runs} (min–max)`, rows)];
-  out.push(`results: ${writeResult('attention', { prefix, threads, runs, raw, llamux, nodeLlamaCpp: nlc })}`);
+  out.push(table(`Idle KV tax: a 40-token request decoding 64 tokens next to an idle ${idle.idleTokens}-token session (unified KV, 2 sequences); decode tok/s, median of ${runs} (min–max)`, idle.rows));
+  out.push(`results: ${writeResult('attention', { prefix, threads, runs, raw, llamux, nodeLlamaCpp: nlc, idleKv: idle.json })}`);
   return out.join('\n');
+}
+
+/**
+ * Decode speed of a short request while a long session sits idle in the same unified KV:
+ * with no idle cells, with the idle session kept (idleKvSpillMs 0: every decoded token attends
+ * over its cells too), and with the default policy (it moves to the RAM tier).
+ */
+async function idleKvTax(path: string, idleTokens: number, runs: number, threads: number) {
+  const cases = [
+    { name: 'no idle session', idle: false, idleKvSpillMs: 1000 },
+    { name: 'idle session kept in the KV', idle: true, idleKvSpillMs: 0 },
+    { name: 'idle session spilled to RAM (default)', idle: true, idleKvSpillMs: 1000 },
+  ];
+  const speeds: Record<string, Spread> = {};
+  await withLlamux(path, async (model) => {
+    const big = benchPrompt(idleTokens, model.vocab.size, 5);
+    const small = benchPrompt(40, model.vocab.size, 9);
+    for (const c of cases) {
+      const values: number[] = [];
+      for (let r = 0; r < runs; r++) {
+        progress(`attention: idle KV, ${c.name} (${r + 1}/${runs})`);
+        const ctx = await model.createContext({ contextSize: idleTokens + 512, sequences: 2, threads, batchThreads: threads, idleKvSpillMs: c.idleKvSpillMs });
+        try {
+          if (c.idle) {
+            await ctx.complete({ prompt: big, maxTokens: 1, temperature: 0, sessionId: 'idle' });
+            await new Promise((res) => setTimeout(res, c.idleKvSpillMs + 50));
+          }
+          // client-timed: first token to last token
+          let t1 = 0;
+          let n = 0;
+          for await (const ev of ctx.generate({ prompt: small, maxTokens: 65, temperature: 0, logitBias: Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity])) })) {
+            if (ev.type === 'text' && t1 === 0) t1 = performance.now();
+            if (ev.type === 'final') n = ev.generatedTokens;
+          }
+          values.push((n - 1) / ((performance.now() - t1) / 1000));
+        } finally {
+          await ctx.dispose();
+        }
+      }
+      speeds[c.name] = spread(values);
+    }
+  });
+  const base = speeds[cases[0]!.name]!;
+  const rows: Row[] = cases.map((c) => ({
+    case: c.name,
+    'decode tok/s': fmtSpread(speeds[c.name]!),
+    'vs no idle session': ratio(speeds[c.name]!, base),
+  }));
+  return { idleTokens, rows, json: speeds };
 }

@@ -4,7 +4,7 @@
 // plain greedy `llama_sampler_sample` (the true limit) and with llamux's per-token sampler work.
 import { llamuxConcurrent, llamuxSingle, withLlamux } from '../drivers/llamux.js';
 import { nlcConcurrent, nlcSingle, withNodeLlamaCpp } from '../drivers/node-llama-cpp.js';
-import { runRaw } from '../drivers/raw.js';
+import { rawNlcBinary, runRaw } from '../drivers/raw.js';
 import { ensureBenchModel, type BenchModelName } from '../models.js';
 import { progress, progressDone, table, writeResult, type Row } from '../report.js';
 import { fmtSpread, ratio, repeat, type Spread } from '../stats.js';
@@ -38,6 +38,10 @@ export async function runEngineBench(opts: EngineBenchOptions = {}): Promise<str
     const rawSampler = await repeat(runs, () => ({ ...runRaw(bm.path, prompt, gen, threads, 1, 'llamux') }));
     const rawPlainN = await repeat(runs, () => ({ ...runRaw(bm.path, seqPrompt, seqGen, threads, nSeq, 'plain') }));
     const rawSamplerN = await repeat(runs, () => ({ ...runRaw(bm.path, seqPrompt, seqGen, threads, nSeq, 'llamux') }));
+    // the plain loop again, on node-llama-cpp's own prebuilt llama.cpp binaries
+    const nlcBin = rawNlcBinary();
+    const rawNlc = nlcBin ? await repeat(runs, () => ({ ...runRaw(bm.path, prompt, gen, threads, 1, 'plain', nlcBin) })) : undefined;
+    const rawNlcN = nlcBin ? await repeat(runs, () => ({ ...runRaw(bm.path, seqPrompt, seqGen, threads, nSeq, 'plain', nlcBin) })) : undefined;
 
     progress(`engine: llamux on ${name}`);
     const { single, nVocab, conc } = await withLlamux(bm.path, async (model) => {
@@ -65,6 +69,7 @@ export async function runEngineBench(opts: EngineBenchOptions = {}): Promise<str
       table(`${bm.description}: 1 sequence, ${prompt}-token prompt, ${gen} tokens, ${threads} threads; median of ${runs} (min–max)`, [
         row('raw C++ loop, plain greedy sampler', rawPlain.prefillTokensPerSec, rawPlain.decodeTokensPerSec),
         row("raw C++ loop, llamux's sampler work", rawSampler.prefillTokensPerSec, rawSampler.decodeTokensPerSec),
+        ...(rawNlc ? [row("raw C++ loop on node-llama-cpp's prebuilt binaries, plain", rawNlc.prefillTokensPerSec, rawNlc.decodeTokensPerSec)] : []),
         row('llamux', single.prefillTokensPerSec, single.decodeTokensPerSec),
         row('node-llama-cpp 3.21.1', nlc.prefillTokensPerSec, nlc.decodeTokensPerSec),
       ]),
@@ -79,6 +84,7 @@ export async function runEngineBench(opts: EngineBenchOptions = {}): Promise<str
       table(`${bm.description}: ${nSeq} sequences, ${seqPrompt}-token prompts, ${seqGen} tokens each; median of ${runs} (min–max)`, [
         aggRow('raw C++ loop, plain greedy sampler', rawPlainN.decodeTokensPerSec),
         aggRow("raw C++ loop, llamux's sampler work", rawSamplerN.decodeTokensPerSec),
+        ...(rawNlcN ? [aggRow("raw C++ loop on node-llama-cpp's prebuilt binaries, plain", rawNlcN.decodeTokensPerSec)] : []),
         aggRow('llamux', conc[nSeq]!.aggregateDecodeTokensPerSec),
         aggRow('node-llama-cpp 3.21.1', nlcN.aggregateDecodeTokensPerSec),
       ]),
@@ -96,7 +102,7 @@ export async function runEngineBench(opts: EngineBenchOptions = {}): Promise<str
         })),
       ),
     );
-    (json.models as Record<string, unknown>)[name] = { rawPlain, rawSampler, rawPlainN, rawSamplerN, llamux: single, concurrent: conc, nodeLlamaCpp: nlc, nodeLlamaCppN: nlcN };
+    (json.models as Record<string, unknown>)[name] = { rawPlain, rawSampler, rawPlainN, rawSamplerN, rawNlc, rawNlcN, llamux: single, concurrent: conc, nodeLlamaCpp: nlc, nodeLlamaCppN: nlcN };
   }
   progressDone();
   const file = writeResult('engine', json);

@@ -26,6 +26,7 @@ import {
 } from '../../src/index.js';
 import { startBenchServer, streamChat, tokenGrammar } from '../drivers/server.js';
 import { withNodeLlamaCpp } from '../drivers/node-llama-cpp.js';
+import { llamaServerBinary, startLlamaServer, streamTokenCompletion } from '../drivers/llama-server.js';
 import { benchPrompt, ensureBenchModel, type BenchModelName } from '../models.js';
 import { replayPlotSubtitle, replayPlotTitle, writeReplayPlot, type PlotSeries } from '../plot.js';
 import { fmt, progress, progressDone, table, writeResult, type Row } from '../report.js';
@@ -246,18 +247,21 @@ export interface TurnResult {
   replayedCalls?: number;
 }
 
-export type SystemKey = 'session' | 'server' | 'nocache' | 'nlc';
+export type SystemKey = 'session' | 'server' | 'nocache' | 'nlc' | 'llamaServer';
 
 export const SYSTEM_LABELS: Record<SystemKey, string> = {
   session: 'llamux (library, session)',
   server: 'llamux server (openai client, id replay)',
   nocache: 'llamux (prefixCache: false)',
   nlc: 'node-llama-cpp 3.21.1',
+  llamaServer: 'llama-server (same llama.cpp, openai client, token prompts)',
 };
 
 async function runLibrary(model: Model, conv: AgentConversation, reuse: boolean, threads: number): Promise<TurnResult[]> {
   const last = conv.prompts.at(-1)!.length + conv.generated.at(-1)!.length;
-  const ctx = await model.createContext({ contextSize: last + 256, sequences: 2, threads, batchThreads: threads, prefixCache: reuse, toolCallMarkers: false });
+  // One sequence, as node-llama-cpp and llama-server get: the warm-up's cells are replaced by
+  // turn 0 instead of sitting in a second sequence and widening the attention window.
+  const ctx = await model.createContext({ contextSize: last + 256, sequences: 1, threads, batchThreads: threads, prefixCache: reuse, toolCallMarkers: false });
   const out: TurnResult[] = [];
   try {
     const bias = Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity]));
@@ -392,6 +396,25 @@ async function runNodeLlamaCpp(path: string, conv: AgentConversation, eogTokens:
   });
 }
 
+/** llama-server with one slot: each turn's token prompt through /v1/completions; its slot keeps the common prefix. */
+async function runLlamaServer(bin: string, path: string, conv: AgentConversation, threads: number): Promise<TurnResult[]> {
+  const last = conv.prompts.at(-1)!.length + conv.generated.at(-1)!.length;
+  const srv = await startLlamaServer(bin, path, { ctx: last + 256, parallel: 1, threads });
+  const out: TurnResult[] = [];
+  try {
+    await streamTokenCompletion(srv.openai, benchPrompt(16, 1000, 99), 4, { ignore_eos: true });
+    for (let k = 0; k < conv.prompts.length; k++) {
+      progress(`replay: llama-server, turn ${k}/${conv.prompts.length - 1}`);
+      const forced = conv.generated[k]!;
+      const r = await streamTokenCompletion(srv.openai, conv.prompts[k]!, forced.length + 8, { grammar: tokenGrammar(forced) });
+      out.push({ ttftMs: r.ttftMs, promptTokens: conv.prompts[k]!.length, prefilledTokens: r.prefilledTokens, totalMs: r.totalMs });
+    }
+  } finally {
+    await srv.close();
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The suite
 
@@ -430,10 +453,12 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
     await model.dispose();
   }
   results.nlc = await runNodeLlamaCpp(bm.path, conv, eogTokens, nVocab, threads);
+  const ls = opts.quick ? { why: 'quick mode' } : llamaServerBinary();
+  if (ls.path) results.llamaServer = await runLlamaServer(ls.path, bm.path, conv, threads);
   progressDone();
 
-  const keys: SystemKey[] = ['session', 'server', 'nocache', 'nlc'];
-  const short: Record<SystemKey, string> = { session: 'session', server: 'server', nocache: 'no cache', nlc: 'node-llama-cpp' };
+  const keys: SystemKey[] = ls.path ? ['session', 'server', 'nocache', 'nlc', 'llamaServer'] : ['session', 'server', 'nocache', 'nlc'];
+  const short: Record<SystemKey, string> = { session: 'session', server: 'server', nocache: 'no cache', nlc: 'node-llama-cpp', llamaServer: 'llama-server' };
   const turns = conv.prompts.length;
   const label = (k: number) => (k === 0 ? '0 (system + user)' : String(k));
   const ttftRows: Row[] = [];
@@ -467,6 +492,7 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
   out.push(table(`replay: time to first token per turn, ms (${desc})`, ttftRows));
   out.push(table('replay: prompt tokens prefilled per turn', prefillRows));
   out.push(table(`replay: turn ${lastK}`, summary));
+  if (!ls.path) out.push(`note: llama-server not measured (${ls.why})\n`);
   if (serverInfo && (serverInfo.fallbacks > 0 || serverInfo.promptMismatches.length > 0)) {
     out.push(`note: the server returned no tool call on ${serverInfo.fallbacks} turn(s); its prompt differed from the script's on turns [${serverInfo.promptMismatches.join(', ')}]\n`);
   }

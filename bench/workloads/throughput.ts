@@ -6,6 +6,7 @@
 // p50/p95 time to first token from the common start, all measured on the client.
 import { loadModel, setLogger, type Model } from '../../src/index.js';
 import { withNodeLlamaCpp } from '../drivers/node-llama-cpp.js';
+import { llamaServerBinary, startLlamaServer, streamTokenCompletion } from '../drivers/llama-server.js';
 import { benchPrompt, ensureBenchModel, type BenchModelName } from '../models.js';
 import { fmt, progress, progressDone, table, writeResult, type Row } from '../report.js';
 
@@ -123,6 +124,21 @@ async function nlcLevel(
   }
 }
 
+/** llama-server with `n` slots; n concurrent streamed /v1/completions through the openai client. */
+async function llamaServerLevel(bin: string, path: string, nVocab: number, n: number, promptTokens: number, genTokens: number, threads: number): Promise<LevelResult> {
+  const srv = await startLlamaServer(bin, path, { ctx: n * (promptTokens + genTokens + 16) + 64, parallel: n, threads });
+  try {
+    await streamTokenCompletion(srv.openai, benchPrompt(8, nVocab, 99), 4, { ignore_eos: true });
+    const t0 = performance.now();
+    const runs = await Promise.all(
+      Array.from({ length: n }, (_, i) => streamTokenCompletion(srv.openai, benchPrompt(promptTokens, nVocab, i + 1), genTokens, { ignore_eos: true }, t0)),
+    );
+    return summarize(n, runs.map((r) => r.tokenTimesMs));
+  } finally {
+    await srv.close();
+  }
+}
+
 export interface ThroughputBenchOptions {
   quick?: boolean;
   threads?: number;
@@ -161,19 +177,33 @@ export async function runThroughputBench(opts: ThroughputBenchOptions = {}): Pro
     }
     return out;
   });
+  const ls = opts.quick ? { why: 'quick mode' } : llamaServerBinary();
+  const server: LevelResult[] = [];
+  if (ls.path) {
+    for (const n of levels) {
+      progress(`throughput: llama-server, ${n} slot${n > 1 ? 's' : ''}`);
+      server.push(await llamaServerLevel(ls.path, bm.path, nVocab, n, promptTokens, genTokens, threads));
+    }
+  }
   progressDone();
   const rows: Row[] = levels.map((n, i) => {
     const a = llamux[i]!;
     const b = nlc[i]!;
+    const c = server[i];
     return {
       conversations: n,
       'llamux decode tok/s': fmt(a.aggregateDecodeTokensPerSec),
       'node-llama-cpp decode tok/s': fmt(b.aggregateDecodeTokensPerSec),
       'llamux / nlc': `${(a.aggregateDecodeTokensPerSec / b.aggregateDecodeTokensPerSec).toFixed(2)}x`,
+      ...(c ? {
+        'llama-server decode tok/s': fmt(c.aggregateDecodeTokensPerSec),
+        'llamux / llama-server': `${(a.aggregateDecodeTokensPerSec / c.aggregateDecodeTokensPerSec).toFixed(2)}x`,
+      } : {}),
       'llamux end-to-end tok/s': fmt(a.endToEndTokensPerSec),
       'nlc end-to-end tok/s': fmt(b.endToEndTokensPerSec),
       'llamux TTFT p50 / p95 ms': `${fmt(a.ttftP50Ms)} / ${fmt(a.ttftP95Ms)}`,
       'nlc TTFT p50 / p95 ms': `${fmt(b.ttftP50Ms)} / ${fmt(b.ttftP95Ms)}`,
+      ...(c ? { 'llama-server TTFT p50 / p95 ms': `${fmt(c.ttftP50Ms)} / ${fmt(c.ttftP95Ms)}` } : {}),
     };
   });
   const out: string[] = [];
@@ -184,7 +214,9 @@ export async function runThroughputBench(opts: ThroughputBenchOptions = {}): Pro
     settings: { threads, levels, promptTokens, genTokens },
     llamux,
     nodeLlamaCpp: nlc,
+    llamaServer: ls.path ? server : { notMeasured: ls.why },
   });
+  if (!ls.path) out.push(`note: llama-server not measured (${ls.why})\n`);
   out.push(`results: ${file}`);
   return out.join('\n');
 }

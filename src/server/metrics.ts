@@ -56,6 +56,7 @@ export interface CacheStatsLike {
   ramEntries: number;
   diskBytes: number;
   spills: number;
+  preemptions: number;
   restores: number;
   diskRestores: number;
   ramEvictions: number;
@@ -105,6 +106,7 @@ export class ServerMetrics {
       line('llamux_cache_ram_entries', 'gauge', 'Saved sequence states in the RAM tier.', cache.ramEntries);
       line('llamux_cache_disk_bytes', 'gauge', 'Bytes of saved sequence states in the disk tier.', cache.diskBytes);
       line('llamux_cache_spills_total', 'counter', 'Idle sessions moved to the RAM tier.', cache.spills);
+      line('llamux_preemptions_total', 'counter', 'Requests that gave their KV to a full cache and resumed later.', cache.preemptions);
       line('llamux_cache_restores_total', 'counter', 'States restored from the RAM tier.', cache.restores);
       line('llamux_cache_disk_restores_total', 'counter', 'States restored from the disk tier.', cache.diskRestores);
       line('llamux_cache_ram_evictions_total', 'counter', 'States evicted from the RAM tier.', cache.ramEvictions);

@@ -383,20 +383,6 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     });
     const addr = http.address() as AddressInfo;
     allowedHosts = hostAllowList(o.allowedHosts, o.host, addr.port);
-    // The engine ends idle sessions only while it handles a command; an idle server gets one
-    // (ending a session id no client can use) often enough that sessionTtlMs holds.
-    const ttl = o.sessionTtlMs ?? 600_000;
-    let expiryPending = false;
-    const ctxForExpiry = context;
-    const expiry = setInterval(() => {
-      if (expiryPending || ctxForExpiry.disposed) return;
-      expiryPending = true;
-      ctxForExpiry.endSession('#llamux-expiry-tick').then(
-        () => (expiryPending = false),
-        () => (expiryPending = false),
-      );
-    }, Math.max(1000, Math.min(30_000, Math.floor(ttl / 4))));
-    expiry.unref();
     const hostForUrl = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
     let closing: Promise<void> | undefined;
     const ctx = context;
@@ -412,7 +398,6 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       store: st,
       close(): Promise<void> {
         closing ??= (async () => {
-          clearInterval(expiry);
           closingServer = true;
           const done = new Promise<void>((resolve) => http.close(() => resolve()));
           for (const ac of controllers) ac.abort(new Error('The server is closing'));

@@ -302,6 +302,9 @@ export class ChatService {
         // prefills only the new tokens. Requests of one conversation run one at a time.
         sessionId: p.sessionId,
         waitForSession: true,
+        // Isolation mode: the engine reuses KV only within the tenant (no cross-tenant prefix
+        // hits, so neither cached_tokens nor timing reveal another tenant's prompts).
+        ...(this.#isolate && req.tenant !== undefined ? { cacheScope: `tenant:${req.tenant}` } : {}),
       });
       let prelude = { text: [] as string[], tokens: [] as number[] };
       const preludes = new Map<number, { text: string; tokens: number[] }>();

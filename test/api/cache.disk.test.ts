@@ -141,6 +141,47 @@ describe('disk tier', () => {
     expect(Array.from(again.r.tokens!)).toEqual(greedy);
   });
 
+  it('write-through: a conversation survives kill -9, and the restarted context counts the loaded entries before any request', async () => {
+    const dir = tempDir('disk-writethrough');
+    const turn1 = prompt.slice(0, 100);
+    // Turn 1 in a child process, which is killed (no dispose, no close-time save) as soon as
+    // its state file is on disk.
+    const script = `
+      import { loadModel, setLogger } from ${JSON.stringify(join(projectRoot, 'src', 'index.ts'))};
+      setLogger('silent');
+      const model = await loadModel(${JSON.stringify(modelPath)});
+      const ctx = await model.createContext({ contextSize: 1024, cacheDir: ${JSON.stringify(dir)}, cacheRamMb: 0 });
+      await ctx.complete({ prompt: ${JSON.stringify(turn1)}, maxTokens: 8, temperature: 0 });
+      console.log('done');
+      setInterval(() => {}, 1000);
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    await new Promise<void>((resolve) => child.stdout.on('data', (d) => { if (String(d).includes('done')) resolve(); }));
+    const deadline = Date.now() + 10_000;
+    while (stateFiles(dir).filter((f) => f.endsWith('.lmxkv')).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    child.kill('SIGKILL');
+    await new Promise((r) => child.on('exit', r));
+    expect(stateFiles(dir).filter((f) => f.endsWith('.lmxkv'))).toHaveLength(1);
+
+    const ctx = await model.createContext({ contextSize: 1024, cacheDir: dir });
+    expect(ctx.cacheStats().diskEntries).toBe(1); // loaded at start, reported before any request
+    // Turn 2: turn 1's prompt and its 8 generated tokens, then more.
+    const r = await ctx.complete({ prompt, maxTokens: 20, temperature: 0, tokens: true });
+    expect(r.cache).toMatchObject({ outcome: 'restored', tier: 'disk' });
+    expect(r.reusedTokens).toBe(turn1.length + 8 - 1); // the last generated token was never fed
+    expect(Array.from(r.tokens!)).toEqual(greedy);
+    await ctx.dispose();
+  });
+
+  it('cacheWriteThrough: false writes nothing while the context runs', async () => {
+    const dir = tempDir('disk-no-writethrough');
+    const ctx = await model.createContext({ contextSize: 1024, cacheDir: dir, cacheRamMb: 0, cacheWriteThrough: false });
+    await ctx.complete({ prompt: prompt.slice(0, 100), maxTokens: 8, temperature: 0 });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(stateFiles(dir).filter((f) => f.endsWith('.lmxkv'))).toHaveLength(0);
+    await ctx.dispose();
+  });
+
   it('keeps the disk tier within its byte budget (LRU)', async () => {
     const dir = tempDir('disk-budget');
     const ctx = await model.createContext({ contextSize: 1024, cacheDir: dir, cacheRamMb: 0, cacheDiskMb: 0.05 });

@@ -41,6 +41,70 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
     await ctx.dispose();
   });
 
+  it('cacheScope keeps KV reuse inside a scope: live sequences, shared prefixes and the RAM tier', async () => {
+    const opts = { maxTokens: 3, temperature: 0, logitBias: noEos } as const;
+    const prompt = model.tokenize(words(60, 21));
+    const other = model.tokenize(words(60, 22));
+    // Live and shared KV (3 sequences, one per scope): only the same scope reuses it.
+    const live = await model.createContext({ contextSize: 2048, sequences: 3, cacheRamMb: 0 });
+    const a1 = await live.complete({ prompt, ...opts, cacheScope: 'alice' });
+    expect(a1.cache.outcome).toBe('cold');
+    const b1 = await live.complete({ prompt, ...opts, cacheScope: 'bob' });
+    expect(b1.reusedTokens).toBe(0);
+    expect(b1.cache.outcome).toBe('cold');
+    const shared = await live.complete({ prompt, ...opts });
+    expect(shared.reusedTokens).toBe(0);
+    const a2 = await live.complete({ prompt, ...opts, cacheScope: 'alice' });
+    expect(a2.reusedTokens).toBe(prompt.length - 1);
+    expect(a2.text).toBe(a1.text);
+    expect(b1.text).toBe(a1.text); // same output, computed separately
+    await live.dispose();
+    // RAM tier (1 sequence, so each prompt pushes the last one out): a scoped prompt never
+    // enters the shared prefix tier; an unscoped one does and comes back restored.
+    const ram = await model.createContext({ contextSize: 2048, sequences: 1 });
+    await ram.complete({ prompt, ...opts, cacheScope: 'alice' });
+    await ram.complete({ prompt: other, ...opts, cacheScope: 'alice' });
+    expect(ram.cacheStats().ramEntries).toBe(0);
+    const again = await ram.complete({ prompt, ...opts, cacheScope: 'alice' });
+    let common = 0;
+    while (prompt[common] === other[common]) common++;
+    expect(again.reusedTokens).toBe(common); // only what the live sequence still shares
+    expect(again.cache.tier).not.toBe('ram');
+    await ram.complete({ prompt, ...opts });
+    await ram.complete({ prompt: other, ...opts });
+    expect(ram.cacheStats().ramEntries).toBe(1);
+    const back = await ram.complete({ prompt, ...opts });
+    expect(back.cache).toMatchObject({ outcome: 'restored', tier: 'ram' });
+    await ram.dispose();
+  });
+
+  it('idle KV leaves a busy unified cache for the RAM tier (no attention tax), and its session comes back exactly', async () => {
+    const opts = { temperature: 0, logitBias: noEos, tokens: true } as const;
+    const long = model.tokenize(words(400, 31));
+    const short = model.tokenize(words(10, 32));
+    const run = async (idleKvSpillMs: number) => {
+      const ctx = await model.createContext({ contextSize: 4096, sequences: 2, idleKvSpillMs });
+      const t1 = await ctx.complete({ prompt: long, maxTokens: 4, ...opts, sessionId: 'idle' });
+      await new Promise((r) => setTimeout(r, 150));
+      const cellsIdle = ctx.cacheStats().kvCellsUsed;
+      await ctx.complete({ prompt: short, maxTokens: 40, ...opts });
+      const stats = ctx.cacheStats();
+      const t2 = await ctx.complete({ prompt: Int32Array.from([...long, ...t1.tokens!, ...short]), maxTokens: 4, ...opts, sessionId: 'idle' });
+      await ctx.dispose();
+      return { cellsIdle, stats, t2 };
+    };
+    const spilled = await run(100);
+    expect(spilled.stats.idleSpills).toBe(1);
+    expect(spilled.stats.spills).toBe(1); // a session: it comes back by its id
+    expect(spilled.stats.kvCellsUsed).toBeLessThan(spilled.cellsIdle); // the 400+ idle cells are gone
+    expect(spilled.t2.cache).toMatchObject({ outcome: 'restored', tier: 'ram' });
+    const kept = await run(0);
+    expect(kept.stats.idleSpills).toBe(0);
+    expect(kept.stats.kvCellsUsed).toBeGreaterThan(kept.cellsIdle);
+    expect(kept.t2.cache.outcome).toBe('sticky');
+    expect(Array.from(spilled.t2.tokens!)).toEqual(Array.from(kept.t2.tokens!));
+  });
+
   it('with prefixCache off every prompt is prefilled in full', async () => {
     const ctx = await model.createContext({ contextSize: 1024, sequences: 2, prefixCache: false });
     const prompt = model.tokenize(words(40, 12));

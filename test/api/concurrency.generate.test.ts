@@ -23,6 +23,29 @@ describe('Context#generate() with concurrent requests', () => {
     for (const m of models.values()) await m.dispose();
   });
 
+  it('a request preempted by a full KV cache continues its script exactly, and its stream neither repeats nor skips', async () => {
+    const s = script('long-script');
+    const model = await load('long-script');
+    // 4 points of the 300-token script in 512 shared cells: together they need about 1,200.
+    const starts = [0, 10, 20, 30];
+    const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 512, sequences: 4, toolCallMarkers: false });
+    const streamed = starts.map(() => [] as number[]);
+    const results = await Promise.all(
+      starts.map(async (k, i) => {
+        const gen = ctx.generate({ prompt: [...s.promptTokens, ...s.greedy.slice(0, k)], ...EXACT, seed: 7 + i, tokens: true });
+        for await (const ev of gen) if (ev.type === 'text') streamed[i]!.push(...(ev.tokens ?? []));
+        return gen.result;
+      }),
+    );
+    results.forEach((r, i) => {
+      expect(ids(r)).toEqual(s.greedy.slice(starts[i]));
+      expect(r.finishReason).toBe('eog');
+      expect(streamed[i]).toEqual(ids(r));
+    });
+    expect(ctx.cacheStats().preemptions).toBeGreaterThan(0);
+    await ctx.dispose();
+  });
+
   it('runs 16 concurrent greedy requests on one context exactly as it runs them one at a time', async () => {
     const s = script('long-script');
     const model = await load('long-script');

@@ -121,6 +121,19 @@ describe('Session objects: ctx.createSession() (tiny Llama 2 model)', () => {
     await ctx.dispose();
   });
 
+  it('an idle session expires on the engine clock, with no request arriving to trigger it', async () => {
+    const ctx = await model.createContext({ contextSize: 1024, sequences: 2, sessionTtlMs: 3_600_000 });
+    const s = ctx.createSession({ ttlMs: 200 });
+    await s.generate({ prompt: 'expire on my own', maxTokens: 2, logitBias: noEos }).result;
+    expect(ctx.cacheStats().sessions).toBe(1);
+    expect(ctx.cacheStats().pinnedSequences).toBe(1);
+    const deadline = Date.now() + 5000;
+    while (ctx.cacheStats().sessions > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(ctx.cacheStats().sessions).toBe(0);
+    expect(ctx.cacheStats().pinnedSequences).toBe(0);
+    await ctx.dispose();
+  });
+
   it('validates its options and cannot be constructed directly', async () => {
     const ctx = await model.createContext({ contextSize: 512 });
     expect(() => ctx.createSession({ ttl: 5 } as never)).toThrow(LlamuxError);

@@ -1,10 +1,30 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import OpenAI from 'openai';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseMarkersArg, parseRpcList } from '../../src/cli.js';
 import { projectRoot, tempDir } from '../helpers/paths.js';
-import { ensureChatModels } from '../server/fixtures.js';
+import { ensureChatModels, OPENAI_TOOLS, QUESTION, weatherTurn2 } from '../server/fixtures.js';
+
+/** `llamux serve ...args` in a child process; resolves with its URL once it listens. */
+function serve(args: string[]): Promise<{ url: string; child: ReturnType<typeof spawn>; stdout: () => string; stderr: () => string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli.ts'), 'serve', ...args], { cwd: projectRoot });
+  let stdout = '';
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no URL in time; stdout: ${stdout}; stderr: ${stderr}`)), 30_000);
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      const m = /listening on (http:\/\/\S+)[\s\S]*Anthropic:/.exec(stdout);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ url: m[1]!, child, stdout: () => stdout, stderr: () => stderr });
+      }
+    });
+  });
+}
 
 interface Run {
   code: number | null;
@@ -111,26 +131,45 @@ describe('llamux CLI', () => {
     expect(events.at(-1)).toMatchObject({ type: 'done', result: { status: 'completed' } });
   });
 
-  it('serves until SIGTERM, with a progress display while the model loads', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli.ts'), 'serve', '--model', demoModel, '--port', '0', '--threads', '1', '--parallel', '1', '--markers', 'hermes'], {
-      cwd: projectRoot,
+  it('serve --cache-dir --store: a conversation survives kill -9 (turn 2 after the restart is a KV hit)', async () => {
+    const dir = tempDir('cli-kill9');
+    const args = ['--model', demoModel, '--port', '0', '--threads', '1', '--parallel', '1', '--markers', 'hermes', '--cache-dir', join(dir, 'kv'), '--store', join(dir, 'calls.db')];
+    const first = await serve(args);
+    const client = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const turn1 = await client(first.url).chat.completions.create({ model: 'x', messages: [{ role: 'user', content: QUESTION }], tools: OPENAI_TOOLS });
+    const call = turn1.choices[0]!.message.tool_calls![0]!;
+    const files = () => readdirSync(join(dir, 'kv'), { recursive: true }).filter((f) => String(f).endsWith('.lmxkv'));
+    const deadline = Date.now() + 10_000;
+    while (files().length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((resolve) => {
+      first.child.on('exit', resolve);
+      first.child.kill('SIGKILL');
     });
-    let stdout = '';
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no URL in time; stdout: ${stdout}; stderr: ${stderr}`)), 30_000);
-      child.stdout.on('data', (d: Buffer) => {
-        stdout += d.toString();
-        const m = /listening on (http:\/\/\S+)[\s\S]*Anthropic:/.exec(stdout);
-        if (m) {
-          clearTimeout(timer);
-          resolve(m[1]!);
-        }
+    expect(files().length).toBeGreaterThan(0);
+
+    const second = await serve(args);
+    try {
+      const health = (await (await fetch(`${second.url}/health`)).json()) as { cache: { diskEntries: number } };
+      expect(health.cache.diskEntries).toBe(files().length); // loaded entries are reported at once
+      const turn2 = await client(second.url).chat.completions.create({
+        model: 'x',
+        messages: weatherTurn2(call as Parameters<typeof weatherTurn2>[0]),
+        tools: OPENAI_TOOLS,
       });
-    });
-    expect(stdout).toContain('markers hermes');
-    expect(stderr).toContain('Loading model 100%');
+      // the stored call replays its exact tokens, so turn 1's whole prompt and output come from disk
+      expect(turn2.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(turn1.usage!.prompt_tokens + turn1.usage!.completion_tokens - 1);
+    } finally {
+      await new Promise((resolve) => {
+        second.child.on('exit', resolve);
+        second.child.kill('SIGTERM');
+      });
+    }
+  });
+
+  it('serves until SIGTERM, with a progress display while the model loads', async () => {
+    const { url, child, stdout, stderr } = await serve(['--model', demoModel, '--port', '0', '--threads', '1', '--parallel', '1', '--markers', 'hermes']);
+    expect(stdout()).toContain('markers hermes');
+    expect(stderr()).toContain('Loading model 100%');
     const health = (await (await fetch(`${url}/health`)).json()) as { status: string; parallel: number };
     expect(health).toMatchObject({ status: 'ok', parallel: 1 });
     const code = await new Promise<number | null>((resolve) => {

@@ -93,6 +93,15 @@ export const QUESTION = 'What is the weather in Paris?';
 export const ANSWER = 'The weather in Paris is sunny and 18°C.';
 export const WEATHER_RESULT = '{"temperature": 18}';
 
+/** Turn 2 of the demo conversation (OpenAI shape): the question, the model's call, its result. */
+export function weatherTurn2(call: { id: string; type: 'function'; function: { name: string; arguments: string } }) {
+  return [
+    { role: 'user' as const, content: QUESTION },
+    { role: 'assistant' as const, content: null, tool_calls: [call] },
+    { role: 'tool' as const, tool_call_id: call.id, content: WEATHER_RESULT },
+  ];
+}
+
 /** The get_weather tool in the OpenAI `tools` shape. */
 export const OPENAI_TOOLS = [
   {

@@ -422,6 +422,43 @@ describe('createServer() hardening (#15)', () => {
     });
   });
 
+  describe('a full KV cache', () => {
+    it('--ctx 2048 --parallel 4 with 4 × 600-token streams: all four finish (one steps back and resumes)', async () => {
+      const server = await createServer({ model: llama, port: 0, ctx: 2048, parallel: 4, threads: 1, log: () => {} });
+      try {
+        const openai = openaiFor(server);
+        const runs = [0, 1, 2, 3].map(async (i) => {
+          const stream = await openai.chat.completions.create({
+            model: 'x',
+            stream: true,
+            max_tokens: 600,
+            temperature: 0,
+            logit_bias: { '2': -100 },
+            messages: [{ role: 'user', content: `story number ${i}` }],
+            stream_options: { include_usage: true },
+          });
+          let chunks = 0;
+          let finish: string | null | undefined;
+          let completion = 0;
+          for await (const c of stream) {
+            chunks++;
+            finish = c.choices[0]?.finish_reason ?? finish;
+            if (c.usage) completion = c.usage.completion_tokens;
+          }
+          return { chunks, finish, completion };
+        });
+        const results = await Promise.all(runs);
+        for (const r of results) {
+          expect(r.finish).toBe('length');
+          expect(r.completion).toBe(600);
+        }
+        expect(server.context.cacheStats().preemptions).toBeGreaterThan(0);
+      } finally {
+        await server.close();
+      }
+    });
+  });
+
   describe('aborted requests', () => {
     it('counts an aborted request in requests_total (status 499) and logs it once', async () => {
       const lines: string[] = [];

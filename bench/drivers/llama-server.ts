@@ -1,0 +1,126 @@
+// llama.cpp's own llama-server, built from the same pinned llama.cpp source as llamux (the
+// bundle in node-llama-cpp 3.21.1), driven through the official `openai` client. It is a peer
+// in the replay and throughput suites. Token-id prompts go through `/v1/completions` (the
+// OpenAI API accepts a token array as the prompt), so llama-server sees exactly the tokens the
+// other systems see; its slot keeps the prompt's KV (`cache_prompt`) between requests.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { packageRoot } from '../../src/binding.js';
+import { progress } from '../report.js';
+
+const cacheDir = join(packageRoot, '.cache');
+const srcDir = join(cacheDir, 'llama-server-src');
+const buildDir = join(cacheDir, 'llama-server-build');
+const binary = join(buildDir, 'bin', 'llama-server');
+
+/**
+ * The llama-server binary, built on first use (a few minutes: the whole llama.cpp with
+ * -march=native, ccache when present). Undefined, with the reason, when it cannot be built.
+ */
+export function llamaServerBinary(): { path?: string; why?: string } {
+  if (existsSync(binary)) return { path: binary };
+  const bare = join(cacheDir, 'llama.cpp.git');
+  if (!existsSync(bare)) return { why: `no llama.cpp clone at ${bare} (npm run build:native makes it)` };
+  progress('llama-server: building it from the pinned llama.cpp (once)');
+  mkdirSync(srcDir, { recursive: true });
+  const run = (cmd: string, args: string[], cwd = packageRoot) => spawnSync(cmd, args, { cwd, stdio: 'ignore', shell: false });
+  if (!existsSync(join(srcDir, 'CMakeLists.txt'))) {
+    const r = spawnSync('sh', ['-c', `git --git-dir="${bare}" archive HEAD | tar -x -C "${srcDir}"`], { stdio: 'ignore' });
+    if (r.status !== 0) return { why: 'could not export the llama.cpp source' };
+  }
+  const launcher = spawnSync('sh', ['-c', 'command -v ccache'], { stdio: 'ignore' }).status === 0 ? ['-DCMAKE_C_COMPILER_LAUNCHER=ccache', '-DCMAKE_CXX_COMPILER_LAUNCHER=ccache'] : [];
+  // No download at build time: the web UI is neither built nor fetched; no curl, no OpenSSL.
+  const conf = run('cmake', ['-S', srcDir, '-B', buildDir, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DLLAMA_BUILD_SERVER=ON', '-DLLAMA_BUILD_TOOLS=ON',
+    '-DLLAMA_BUILD_TESTS=OFF', '-DLLAMA_BUILD_EXAMPLES=OFF', '-DLLAMA_BUILD_UI=OFF', '-DLLAMA_USE_PREBUILT_UI=OFF', '-DLLAMA_OPENSSL=OFF', '-DLLAMA_CURL=OFF',
+    '-DGGML_NATIVE=ON', ...launcher]);
+  if (conf.status !== 0) return { why: 'cmake could not configure llama-server' };
+  const build = run('ninja', ['-C', buildDir, 'llama-server']);
+  if (build.status !== 0 || !existsSync(binary)) return { why: 'llama-server did not build' };
+  return { path: binary };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface LlamaServerOptions {
+  ctx: number;
+  parallel: number;
+  threads: number;
+}
+
+export interface LlamaServerHandle {
+  openai: OpenAI;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startLlamaServer(bin: string, model: string, o: LlamaServerOptions): Promise<LlamaServerHandle> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(bin, ['-m', model, '--host', '127.0.0.1', '--port', String(port), '-c', String(o.ctx), '-np', String(o.parallel),
+    '-t', String(o.threads), '-tb', String(o.threads), '-b', '512', '--no-warmup'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`llama-server exited: ${stderr}`);
+    try {
+      const r = await fetch(`${url}/health`);
+      if (r.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`llama-server did not become ready: ${stderr}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    url,
+    openai: new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+export interface CompletionRun {
+  /** Client-side arrival time of each streamed token, ms from the request start. */
+  tokenTimesMs: number[];
+  ttftMs: number;
+  totalMs: number;
+  /** Prompt tokens llama-server evaluated (its `timings.prompt_n`), -1 when not reported. */
+  prefilledTokens: number;
+}
+
+/** One streamed `/v1/completions` request with a token-id prompt; llama-server-only fields go in `extra`. */
+export async function streamTokenCompletion(openai: OpenAI, prompt: ArrayLike<number>, maxTokens: number, extra: Record<string, unknown>, t0 = performance.now()): Promise<CompletionRun> {
+  const body = { model: 'llama-server', prompt: Array.from(prompt), max_tokens: maxTokens, temperature: 0, stream: true, cache_prompt: true, ...extra };
+  const stream = (await openai.completions.create(body as never)) as unknown as AsyncIterable<Record<string, unknown>>;
+  const times: number[] = [];
+  let prefilled = -1;
+  for await (const chunk of stream) {
+    const choices = chunk.choices as Array<{ text?: string }> | undefined;
+    if (choices && choices.length > 0 && choices[0]!.text !== undefined && chunk.timings === undefined) times.push(performance.now() - t0);
+    const timings = chunk.timings as { prompt_n?: number } | undefined;
+    if (timings?.prompt_n !== undefined) prefilled = timings.prompt_n;
+  }
+  return { tokenTimesMs: times, ttftMs: times[0] ?? NaN, totalMs: performance.now() - t0, prefilledTokens: prefilled };
+}
