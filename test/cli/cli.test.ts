@@ -230,6 +230,53 @@ describe('llamux rpc-server', () => {
   });
 });
 
+describe('llamux serve --rpc', () => {
+  it('exits 1 with RPC_UNAVAILABLE naming the endpoint when an RPC server does not answer', async () => {
+    const { freePort } = await import('../helpers/rpc-servers.js');
+    const port = await freePort();
+    const r = await cli(['serve', '--model', (await ensureChatModels()).demo, '--port', '0', '--rpc', `127.0.0.1:${port}`, '-q']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`RPC_UNAVAILABLE: RPC server 127.0.0.1:${port} is unavailable`);
+  });
+
+  it('serves with the layers on an rpc-server and says so', async () => {
+    const { startRpcServer, stopRpcServer } = await import('../helpers/rpc-servers.js');
+    const s = await startRpcServer();
+    const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli.ts'), 'serve', '--model', (await ensureChatModels()).demo, '--port', '0', '--threads', '1', '--parallel', '1', '--rpc', s.endpoint, '-q'], {
+      cwd: projectRoot,
+      env: { ...process.env, NODE_NO_WARNINGS: '1' },
+    });
+    try {
+      let stdout = '';
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`serve did not start: ${stdout}`)), 30_000);
+        child.stdout.on('data', (d: Buffer) => {
+          stdout += d.toString();
+          const m = /listening on (http:\/\/\S+)/.exec(stdout);
+          if (m && stdout.includes('layers on RPC servers')) {
+            clearTimeout(timer);
+            resolve(m[1]!);
+          }
+        });
+      });
+      expect(stdout).toContain(`layers on RPC servers ${s.endpoint}`);
+      const r = await fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: 'What is the weather in Paris?' }], max_tokens: 4 }),
+      });
+      expect(r.status).toBe(200);
+    } finally {
+      const code = await new Promise<number | null>((resolve) => {
+        child.on('close', resolve);
+        child.kill('SIGTERM');
+      });
+      expect(code).toBe(0);
+      await stopRpcServer(s, 'SIGTERM');
+    }
+  });
+});
+
 describe('parseRpcList()', () => {
   it('reads HOST:PORT[,HOST:PORT...] and rejects anything else', () => {
     expect(parseRpcList('127.0.0.1:50052')).toEqual(['127.0.0.1:50052']);
