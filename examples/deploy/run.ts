@@ -122,7 +122,9 @@ async function main(): Promise<void> {
     .replaceAll('{{LISTEN}}', `127.0.0.1:${listen}`)
     .replaceAll('{{SERVERS}}', ports.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=30s;`).join('\n'));
   writeFileSync(join(nginxPrefix, 'nginx.conf'), conf);
-  await start(nginx, ['-p', nginxPrefix, '-c', join(nginxPrefix, 'nginx.conf'), '-g', 'daemon off;'], /./, 'nginx').catch(() => undefined);
+  // One process (no master/worker pair), so stopping it cannot leave a worker behind.
+  const proxy = spawn(nginx, ['-p', nginxPrefix, '-c', join(nginxPrefix, 'nginx.conf'), '-g', 'daemon off; master_process off;'], { stdio: ['ignore', 'inherit', 'inherit'] });
+  children.push(proxy);
   await waitForHttp(`http://127.0.0.1:${listen}/health`);
   console.log(`nginx on 127.0.0.1:${listen} -> ${[...names].map(([addr, n]) => `${n} (${addr})`).join(', ')}\n`);
 
