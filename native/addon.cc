@@ -1,4 +1,5 @@
 #include "addon.h"
+#include "rpc.h"
 
 #include <ggml-backend.h>
 #include <llama.h>
@@ -278,6 +279,47 @@ void LogCapture::Append(int, const char *text) {
   if (text_.size() < 4096) text_ += text;
 }
 
+// startRpcServer({ host, port, threads, cacheDir }, onExit) -> { endpoint, devices: [...] }
+// Serves this process's devices to RPC clients from a native thread (ggml's server loop,
+// which never returns unless it fails); onExit is called if it does. Throws
+// RPC_UNAVAILABLE when the address cannot be bound.
+Napi::Value StartRpcServer(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  LLAMUX_REQUIRE_OBJECT(info, 0, "options");
+  LLAMUX_REQUIRE_FUNCTION(info, 1, "onExit");
+  Napi::Object o = info[0].As<Napi::Object>();
+  std::string host = GetString(o, "host", "127.0.0.1");
+  int port = static_cast<int>(GetInt(o, "port", 50052));
+  int threads = static_cast<int>(GetInt(o, "threads", 0));
+  std::string cacheDir = GetString(o, "cacheDir", "");
+  auto tsfn = std::make_shared<Napi::ThreadSafeFunction>(
+      Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "llamux.rpcServer", 0, 1));
+  std::vector<rpc::ServerDevice> devices;
+  std::string error;
+  bool ok = rpc::StartServer(host, port, cacheDir, threads, &devices, &error, [tsfn] {
+    tsfn->BlockingCall();
+    tsfn->Release();
+  });
+  if (!ok) {
+    tsfn->Release();
+    ThrowCoded(env, ErrorCode::RpcUnavailable, error);
+  }
+  tsfn->Unref(env);  // the server thread keeps the process alive, not this callback
+  Napi::Object r = Napi::Object::New(env);
+  r.Set("endpoint", host + ":" + std::to_string(port));
+  Napi::Array arr = Napi::Array::New(env, devices.size());
+  for (size_t i = 0; i < devices.size(); i++) {
+    Napi::Object d = Napi::Object::New(env);
+    d.Set("name", devices[i].name);
+    d.Set("description", devices[i].description);
+    d.Set("memoryFree", static_cast<double>(devices[i].memoryFree));
+    d.Set("memoryTotal", static_cast<double>(devices[i].memoryTotal));
+    arr.Set(static_cast<uint32_t>(i), d);
+  }
+  r.Set("devices", arr);
+  return r;
+}
+
 namespace addon {
 Napi::FunctionReference &ModelConstructor(Napi::Env env) { return env.GetInstanceData<EnvState>()->modelCtor; }
 
@@ -288,6 +330,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   env.AddCleanupHook([state]() { CleanupEnv(state); });
   exports.Set("setLogger", Napi::Function::New(env, SetLogger, "setLogger"));
   exports.Set("systemInfo", Napi::Function::New(env, SystemInfo, "systemInfo"));
+  exports.Set("startRpcServer", Napi::Function::New(env, StartRpcServer, "startRpcServer"));
   Napi::Object testing = Napi::Object::New(env);
   testing.Set("markerMatcher", Napi::Function::New(env, TestMarkerMatcher, "markerMatcher"));
   testing.Set("textStream", Napi::Function::New(env, TestTextStream, "textStream"));

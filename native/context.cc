@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -60,6 +61,7 @@ const char *EventTypeName(EventType t) {
     case EventType::ToolCallDelta: return "toolCallDelta";
     case EventType::ToolCallEnd: return "toolCallEnd";
     case EventType::SessionDone: return "sessionDone";
+    case EventType::RpcFailed: return "rpcFailed";
   }
   return "unknown";
 }
@@ -132,6 +134,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));
   cfg.modelFingerprint = model_->fingerprint;
   cfg.prefixCache = GetBool(o, "prefixCache", true);
+  cfg.rpc = model_->rpc;
   readTokens("markerStart", &cfg.markers.start);
   readTokens("markerEnd", &cfg.markers.end);
   readTokens("markerPayloadStart", &cfg.markers.payloadStart);
@@ -154,7 +157,21 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
     std::lock_guard<std::mutex> lk(g_contexts_mu);
     g_contexts.insert(this);
   }
-  thread_ = std::thread([this] { ThreadMain(); });
+  thread_ = std::thread([this, exited = exited_] {
+    ThreadMain();
+    exited->store(true);
+  });
+  if (model_->rpc) {
+    // Runs on the RPC monitor thread when a server of the model dies; ~Context removes it
+    // (waiting for a running call) before anything it touches goes away.
+    rpcListener_ = model_->rpc->AddListener([this](const std::string &why) {
+      Event ev;
+      ev.type = EventType::RpcFailed;
+      ev.code = ErrorCodeName(ErrorCode::RpcUnavailable);
+      ev.message = why;
+      Post({std::move(ev)});
+    });
+  }
 }
 
 Context::~Context() {
@@ -162,6 +179,7 @@ Context::~Context() {
     std::lock_guard<std::mutex> lk(g_contexts_mu);
     g_contexts.erase(this);
   }
+  if (model_ && model_->rpc) model_->rpc->RemoveListener(rpcListener_);
   StopAndJoin();  // the thread has released the thread-safe function when this returns
   if (hookAdded_) {
     napi_remove_env_cleanup_hook(env_, &Context::TeardownHook, this);
@@ -181,7 +199,42 @@ void Context::TeardownHook(void *arg) {
 
 void Context::StopAndJoin() {
   if (sched_) sched_->Close();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  if (!thread_.joinable() || thread_.get_id() == std::this_thread::get_id()) return;
+  if (model_ && model_->rpc && JoinOrAbandon(30000)) return;
+  thread_.join();
+}
+
+bool Context::JoinOrAbandon(int timeoutMs) {
+  if (!thread_.joinable()) return true;
+  // Until the thread ends, or the group is dead (then a short grace: an idle thread leaves at
+  // once), or timeoutMs (a server that neither answers nor fails: the group is failed).
+  auto now = [] { return std::chrono::steady_clock::now(); };
+  auto deadline = now() + std::chrono::milliseconds(timeoutMs);
+  bool graced = false;
+  while (!exited_->load()) {
+    if (model_->rpc->IsDead() && !graced) {
+      graced = true;
+      deadline = std::min(deadline, now() + std::chrono::milliseconds(200));
+    }
+    if (now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (exited_->load()) {
+    thread_.join();
+    return true;
+  }
+  rpc::Fail(model_->rpc, "an RPC server did not answer within " + std::to_string(timeoutMs / 1000) + " s");
+  // Stuck on a dead RPC server: it never returns, so nothing it uses may be freed.
+  thread_.detach();
+  (void)sched_.release();
+  bool release = false;
+  if (outbox_ != nullptr) {
+    std::lock_guard<std::mutex> lk(outbox_->mu);
+    release = !outbox_->released;
+    outbox_->released = true;
+  }
+  if (release) tsfn_.Release();
+  return true;
 }
 
 void Context::ThreadMain() {
@@ -200,12 +253,20 @@ void Context::ThreadMain() {
   std::vector<Event> last;
   last.push_back(std::move(closed));
   Post(std::move(last));
-  tsfn_.Release();
+  bool release;
+  {
+    std::lock_guard<std::mutex> lk(outbox_->mu);
+    release = !outbox_->released;
+    outbox_->released = true;
+  }
+  if (release) tsfn_.Release();
 }
 
 void Context::Post(std::vector<Event> &&events) {
   Outbox *box = outbox_;
+  if (box == nullptr) return;
   std::lock_guard<std::mutex> lk(box->mu);
+  if (box->released) return;
   for (auto &e : events) box->events.push_back(std::move(e));
   if (box->scheduled) return;
   box->scheduled = true;
@@ -261,6 +322,7 @@ void Context::CallJs(Napi::Env env, Napi::Function fn, Outbox *box) {
         o.Set("ready", ReadyToJs(env, e.ready));
         break;
       case EventType::CreateFailed:
+      case EventType::RpcFailed:
         o.Set("code", e.code);
         o.Set("message", e.message);
         break;
@@ -394,6 +456,7 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
     }
   }
   ReadSampling(env, o, p->sampling, model_->n_vocab);
+  if (!sched_) ThrowCoded(env, ErrorCode::RpcUnavailable, "The context's RPC server is gone");
   if (!sched_->Submit(std::move(p))) {
     ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
   }
@@ -422,6 +485,7 @@ Napi::Value Context::SessionCommand(const Napi::CallbackInfo &info) {
   p->sessionId = GetString(o, "sessionId", "");
   p->waitForSession = GetBool(o, "wait", false);
   p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
+  if (!sched_) ThrowCoded(env, ErrorCode::RpcUnavailable, "The context's RPC server is gone");
   if (!sched_->Submit(std::move(p))) {
     ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
   }
@@ -431,6 +495,7 @@ Napi::Value Context::SessionCommand(const Napi::CallbackInfo &info) {
 // stats() -> cache counters (read without stopping the engine thread)
 Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
+  if (!sched_) ThrowCoded(env, ErrorCode::RpcUnavailable, "The context's RPC server is gone");
   const CacheCounters &c = sched_->Counters();
   Napi::Object o = Napi::Object::New(env);
   o.Set("ramBytes", static_cast<double>(c.ramBytes.load()));
@@ -456,14 +521,14 @@ Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
 
 Napi::Value Context::Cancel(const Napi::CallbackInfo &info) {
   LLAMUX_REQUIRE_NUMBER(info, 0, "id");
-  if (!closeRequested_) sched_->Cancel(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()));
+  if (!closeRequested_ && sched_) sched_->Cancel(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()));
   return info.Env().Undefined();
 }
 
 Napi::Value Context::Pause(const Napi::CallbackInfo &info) {
   LLAMUX_REQUIRE_NUMBER(info, 0, "id");
   bool paused = info.Length() > 1 && info[1].ToBoolean().Value();
-  if (!closeRequested_) sched_->SetPaused(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()), paused);
+  if (!closeRequested_ && sched_) sched_->SetPaused(static_cast<uint64_t>(info[0].As<Napi::Number>().DoubleValue()), paused);
   return info.Env().Undefined();
 }
 
@@ -493,7 +558,9 @@ Napi::Value Context::Close(const Napi::CallbackInfo &info) {
       tsfn_.Ref(env);
       refd_ = true;
     }
-    sched_->Close();
+    if (sched_) sched_->Close();
+    // A context whose RPC server died: its thread may wait on that server forever.
+    if (model_ && model_->rpc && model_->rpc->IsDead()) JoinOrAbandon(200);
   }
   return d.Promise();
 }

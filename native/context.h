@@ -4,6 +4,7 @@
 #pragma once
 #include <napi.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -39,6 +40,7 @@ class Context : public Napi::ObjectWrap<Context> {
     std::mutex mu;
     std::vector<Event> events;
     bool scheduled = false;
+    bool released = false;  // the thread-safe function was released: post nothing more
     Context *context = nullptr;  // nullptr once the Context is destroyed
   };
 
@@ -47,11 +49,17 @@ class Context : public Napi::ObjectWrap<Context> {
   static void CallJs(Napi::Env env, Napi::Function fn, Outbox *box);
   static void OnFinalize(Napi::Env env, void *, Outbox *box);
   void StopAndJoin();
+  // RPC models: waits up to timeoutMs for the engine thread to end; when it does not (it
+  // waits on a dead RPC server forever), abandons it: detaches it, leaks the scheduler and
+  // releases the thread-safe function in its place. True when the thread ended or was abandoned.
+  bool JoinOrAbandon(int timeoutMs);
   static void TeardownHook(void *arg);
 
   std::shared_ptr<ModelHandle> model_;
   std::unique_ptr<Scheduler> sched_;
   std::thread thread_;
+  std::shared_ptr<std::atomic<bool>> exited_ = std::make_shared<std::atomic<bool>>(false);
+  uint64_t rpcListener_ = 0;
   Napi::ThreadSafeFunction tsfn_;
   Outbox *outbox_ = nullptr;  // owned by the thread-safe function (freed in OnFinalize)
   bool closeRequested_ = false;

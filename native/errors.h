@@ -24,6 +24,7 @@ namespace llamux {
   X(SessionBusy, "SESSION_BUSY")                       \
   X(TranscriptMismatch, "TRANSCRIPT_MISMATCH")         \
   X(Unsupported, "UNSUPPORTED")                        \
+  X(RpcUnavailable, "RPC_UNAVAILABLE")                 \
   X(Internal, "INTERNAL")
 
 enum class ErrorCode {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "addon.h"
@@ -56,6 +57,21 @@ struct LoadOptions {
   bool useMmap = true;
   bool useMlock = false;
   bool checkTensors = false;
+  std::vector<std::string> rpcServers;  // host:port of each RPC server (empty: local)
+  std::vector<float> tensorSplit;       // share of the layers per device (RPC devices, then local GPUs)
+};
+
+// What a load on a helper thread shares with the worker that waits for it. The helper may
+// be abandoned (an RPC server died and it waits on it forever), so it owns nothing of the
+// worker's: everything it touches lives here.
+struct RpcLoad {
+  std::mutex mu;
+  std::atomic<bool> done{false};
+  llama_model *model = nullptr;
+  std::string error, log;
+  bool rpcError = false;  // error is RPC_UNAVAILABLE (not MODEL_INVALID)
+  int32_t *abortFlag = nullptr;  // nullptr once the worker gave up (guarded by mu)
+  std::function<void(float)> progress;  // guarded by mu
 };
 
 class LoadWorker : public Napi::AsyncProgressWorker<float> {
@@ -73,12 +89,19 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
 
   void Execute(const ExecutionProgress &progress) override {
     EnsureBackend();
+    if (!opts_.rpcServers.empty()) {
+      ExecuteRpc(progress);
+      return;
+    }
     LogCapture capture;
     progress_ = &progress;
     llama_model_params p = llama_model_default_params();
     p.n_gpu_layers = opts_.gpuLayers;
     p.vocab_only = opts_.vocabOnly;
     p.check_tensors = opts_.checkTensors;
+    std::vector<float> split(llama_max_devices(), 0.0f);
+    for (size_t i = 0; i < opts_.tensorSplit.size() && i < split.size(); i++) split[i] = opts_.tensorSplit[i];
+    if (!opts_.tensorSplit.empty()) p.tensor_split = split.data();
     if (!opts_.useMmap) p.load_mode = opts_.useMlock ? LLAMA_LOAD_MODE_MLOCK : LLAMA_LOAD_MODE_NONE;
     else if (opts_.useMlock) p.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK;
     p.progress_callback = &LoadWorker::OnLlamaProgress;
@@ -107,6 +130,100 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     fingerprint_ = Fingerprint(opts_.path, model_);
   }
 
+  // A model with layers on RPC servers: connect and load on a helper thread, and give up on
+  // it (RPC_UNAVAILABLE) when a server dies while it waits on that server.
+  void ExecuteRpc(const ExecutionProgress &progress) {
+    group_ = rpc::NewGroup(opts_.rpcServers);
+    auto st = std::make_shared<RpcLoad>();
+    st->abortFlag = abortPtr_;
+    st->progress = [&progress](float v) { progress.Send(&v, 1); };
+    LoadOptions opts = opts_;
+    std::shared_ptr<rpc::Group> group = group_;
+    std::thread([st, opts, group] {
+      LogCapture capture;
+      std::vector<ggml_backend_dev_t> devices;
+      std::string error;
+      if (!rpc::Connect(*group, &devices, &error)) {
+        std::lock_guard<std::mutex> lk(st->mu);
+        st->error = error;
+        st->rpcError = true;
+        st->done.store(true);
+        return;
+      }
+      // Only this model's RPC devices (never registered globally, so local models stay
+      // local), then the local GPUs; the CPU holds what is not offloaded.
+      for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(i);
+        auto t = ggml_backend_dev_type(d);
+        if (t == GGML_BACKEND_DEVICE_TYPE_GPU || t == GGML_BACKEND_DEVICE_TYPE_IGPU) devices.push_back(d);
+      }
+      devices.push_back(nullptr);
+      std::vector<float> split(llama_max_devices(), 0.0f);
+      for (size_t i = 0; i < opts.tensorSplit.size() && i < split.size(); i++) split[i] = opts.tensorSplit[i];
+      llama_model_params p = llama_model_default_params();
+      p.devices = devices.data();
+      p.n_gpu_layers = opts.gpuLayers;
+      if (!opts.tensorSplit.empty()) p.tensor_split = split.data();
+      p.check_tensors = opts.checkTensors;
+      if (!opts.useMmap) p.load_mode = opts.useMlock ? LLAMA_LOAD_MODE_MLOCK : LLAMA_LOAD_MODE_NONE;
+      else if (opts.useMlock) p.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK;
+      p.progress_callback = [](float value, void *user) -> bool {
+        auto *s = static_cast<RpcLoad *>(user);
+        std::lock_guard<std::mutex> lk(s->mu);
+        if (s->abortFlag == nullptr || __atomic_load_n(s->abortFlag, __ATOMIC_ACQUIRE) != 0) return false;
+        if (s->progress) s->progress(value);
+        return true;
+      };
+      p.progress_callback_user_data = st.get();
+      llama_model *m = nullptr;
+      try {
+        m = llama_model_load_from_file(opts.path.c_str(), p);
+      } catch (const std::exception &e) {
+        error = e.what();
+      }
+      std::lock_guard<std::mutex> lk(st->mu);
+      st->model = m;
+      st->error = error;
+      st->log = capture.Text();
+      if (st->abortFlag == nullptr && m != nullptr) {
+        // The worker gave up on this load: free it if the servers still answer.
+        rpc::RunGuarded(group, [m] { llama_model_free(m); }, 10000);
+        st->model = nullptr;
+      }
+      st->done.store(true);
+    }).detach();
+    bool finished = rpc::WaitUnlessDead(*group_, [&] { return st->done.load(); });
+    std::lock_guard<std::mutex> lk(st->mu);
+    st->abortFlag = nullptr;  // the helper must not touch the worker any more
+    st->progress = nullptr;
+    if (!finished) {
+      code_ = ErrorCode::RpcUnavailable;
+      message_ = "Failed to load model \"" + opts_.path + "\": " + group_->Message();
+      SetError(message_);
+      return;
+    }
+    if (st->model == nullptr) {
+      if (st->rpcError) {
+        code_ = ErrorCode::RpcUnavailable;
+        message_ = st->error;
+      } else if (Aborted()) {
+        code_ = ErrorCode::Aborted;
+        message_ = "Model loading was aborted";
+      } else {
+        code_ = ErrorCode::ModelInvalid;
+        std::string why = st->log.empty() ? st->error : st->log;
+        while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+        message_ = "Failed to load model \"" + opts_.path + "\" across RPC servers";
+        if (!why.empty()) message_ += " (llama.cpp: " + why + ")";
+      }
+      SetError(message_);
+      return;
+    }
+    model_ = st->model;
+    st->model = nullptr;
+    fingerprint_ = Fingerprint(opts_.path, model_);
+  }
+
   void OnProgress(const float *data, size_t count) override {
     if (count == 0 || progressRef_.IsEmpty()) return;
     Napi::HandleScope scope(Env());
@@ -121,6 +238,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     handle->n_vocab = llama_vocab_n_tokens(handle->vocab);
     handle->path = opts_.path;
     handle->fingerprint = fingerprint_;
+    handle->rpc = group_;
     model_ = nullptr;
     auto *holder = new std::shared_ptr<ModelHandle>(handle);
     Napi::External<std::shared_ptr<ModelHandle>> ext = Napi::External<std::shared_ptr<ModelHandle>>::New(
@@ -134,7 +252,13 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
   }
 
   ~LoadWorker() override {
-    if (model_ != nullptr) llama_model_free(model_);
+    if (model_ == nullptr) return;
+    if (!group_) {
+      llama_model_free(model_);
+      return;
+    }
+    llama_model *m = model_;
+    rpc::RunGuarded(group_, [m] { llama_model_free(m); }, 10000);
   }
 
  private:
@@ -155,6 +279,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
   const ExecutionProgress *progress_ = nullptr;
   llama_model *model_ = nullptr;
   std::string fingerprint_;
+  std::shared_ptr<rpc::Group> group_;
   ErrorCode code_ = ErrorCode::Internal;
   std::string message_, detail_;
 };
@@ -162,7 +287,14 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
 }  // namespace
 
 ModelHandle::~ModelHandle() {
-  if (model != nullptr) llama_model_free(model);
+  if (model == nullptr) return;
+  if (!rpc) {
+    llama_model_free(model);
+    return;
+  }
+  // Freeing sends to the servers: never on a dead one (leaked), and never waiting forever.
+  llama_model *m = model;
+  rpc::RunGuarded(rpc, [m] { llama_model_free(m); }, 10000);
 }
 
 Napi::Object Model::Init(Napi::Env env, Napi::Object exports) {
@@ -175,6 +307,7 @@ Napi::Object Model::Init(Napi::Env env, Napi::Object exports) {
       InstanceMethod<&Model::VocabInfo>("vocabInfo"),
       InstanceMethod<&Model::Metadata>("metadata"),
       InstanceMethod<&Model::Dispose>("dispose"),
+      InstanceMethod<&Model::RpcState>("rpcState"),
   });
   addon::ModelConstructor(env) = Napi::Persistent(ctor);
   exports.Set("Model", ctor);
@@ -213,6 +346,20 @@ Napi::Value Model::Load(const Napi::CallbackInfo &info) {
   opts.useMmap = GetBool(o, "useMmap", true);
   opts.useMlock = GetBool(o, "useMlock", false);
   opts.checkTensors = GetBool(o, "checkTensors", false);
+  Napi::Value servers = o.Get("rpcServers");
+  if (servers.IsArray()) {
+    Napi::Array a = servers.As<Napi::Array>();
+    for (uint32_t i = 0; i < a.Length(); i++) {
+      Napi::Value v = a.Get(i);
+      if (!v.IsString()) throw Napi::TypeError::New(env, "rpcServers must hold strings");
+      opts.rpcServers.push_back(v.As<Napi::String>().Utf8Value());
+    }
+  }
+  Napi::Value split = o.Get("tensorSplit");
+  if (split.IsArray()) {
+    Napi::Array a = split.As<Napi::Array>();
+    for (uint32_t i = 0; i < a.Length(); i++) opts.tensorSplit.push_back(a.Get(i).ToNumber().FloatValue());
+  }
   Napi::Int32Array flag = info[2].As<Napi::Int32Array>();
   if (flag.ElementLength() < 1) throw Napi::RangeError::New(env, "abortFlag must have one element");
   Napi::Function onProgress;
@@ -390,6 +537,20 @@ Napi::Value Model::Metadata(const Napi::CallbackInfo &info) {
   const char *tmpl = llama_model_chat_template(m, nullptr);
   o.Set("chatTemplate", tmpl != nullptr ? Napi::String::New(env, tmpl) : env.Null());
   o.Set("fingerprint", h->fingerprint);
+  return o;
+}
+
+// rpcState() -> null (a local model) | { servers: string[], dead: boolean, message: string }
+Napi::Value Model::RpcState(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = Handle(env);
+  if (!h->rpc) return env.Null();
+  Napi::Object o = Napi::Object::New(env);
+  Napi::Array servers = Napi::Array::New(env, h->rpc->endpoints.size());
+  for (size_t i = 0; i < h->rpc->endpoints.size(); i++) servers.Set(static_cast<uint32_t>(i), h->rpc->endpoints[i]);
+  o.Set("servers", servers);
+  o.Set("dead", h->rpc->IsDead());
+  o.Set("message", h->rpc->Message());
   return o;
 }
 

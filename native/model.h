@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "rpc.h"
+
 namespace llamux {
 
 // Owns the llama_model. Engines hold a shared_ptr, so the weights outlive a disposed
@@ -16,6 +18,9 @@ struct ModelHandle {
   int32_t n_vocab = 0;
   std::string path;
   std::string fingerprint;  // identifies weights + vocab for cache keys
+  // The RPC servers holding some of its layers (nullptr for a local model). When one of
+  // them dies the model is never freed: freeing would wait on the dead server forever.
+  std::shared_ptr<rpc::Group> rpc;
   ~ModelHandle();
 };
 
@@ -37,6 +42,7 @@ class Model : public Napi::ObjectWrap<Model> {
   Napi::Value VocabInfo(const Napi::CallbackInfo &info);
   Napi::Value Metadata(const Napi::CallbackInfo &info);
   Napi::Value Dispose(const Napi::CallbackInfo &info);
+  Napi::Value RpcState(const Napi::CallbackInfo &info);
 
   std::shared_ptr<ModelHandle> handle_;
 };

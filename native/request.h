@@ -76,6 +76,7 @@ enum class EventType : uint8_t {
   ToolCallDelta = 6,
   ToolCallEnd = 7,
   SessionDone = 8,  // a session command finished (code/message set when it failed)
+  RpcFailed = 9,    // an RPC server of the model died: every request fails (posted by the monitor)
 };
 
 struct ReadyInfo {

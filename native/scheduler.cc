@@ -18,7 +18,19 @@ Scheduler::~Scheduler() {
   batch_.reset();
   tiers_.reset();
   pools_.Detach(ctx_);
-  if (ctx_ != nullptr) llama_free(ctx_);
+  if (ctx_ != nullptr) FreeContext();
+}
+
+void Scheduler::FreeContext() {
+  llama_context *ctx = ctx_;
+  ctx_ = nullptr;
+  mem_ = nullptr;
+  if (!cfg_.rpc) {
+    llama_free(ctx);
+    return;
+  }
+  // KV partly on RPC servers: freeing sends to them, so never wait on a dead one (leaked).
+  rpc::RunGuarded(cfg_.rpc, [ctx] { llama_free(ctx); }, 10000);
 }
 
 bool Scheduler::AbortCallback(void *data) {
@@ -482,12 +494,13 @@ void Scheduler::Shutdown() {
   output_.FlushEvents(active_, true);
   active_.clear();
   // With a disk tier, what the sequences hold survives the restart (written before the
-  // I/O thread is joined below).
-  tiers_->SaveAllToDisk(sequences_, 16);
+  // I/O thread is joined below). Not with KV on RPC servers: reading it back could wait on
+  // a dead server.
+  if (!cfg_.rpc) tiers_->SaveAllToDisk(sequences_, 16);
   batch_.reset();
   tiers_.reset();  // finishes queued disk writes, then joins the I/O thread
   pools_.Detach(ctx_);
-  if (ctx_ != nullptr) llama_free(ctx_);
+  if (ctx_ != nullptr) FreeContext();
   ctx_ = nullptr;
   mem_ = nullptr;
 }

@@ -10,6 +10,7 @@
 // sequence first, then prompt chunks under the remaining per-tick budget), decodes it,
 // samples, and hands events out in one batch.
 #pragma once
+#include "rpc.h"
 #include <llama.h>
 
 #include <atomic>
@@ -54,6 +55,9 @@ struct ContextConfig {
   uint64_t cacheDiskBytes = 4ull << 30;
   std::string modelFingerprint;
   bool prefixCache = true;  // false: every request prefills its whole prompt (a baseline)
+  // The model's RPC servers (nullptr: local). When one is gone at shutdown, the context's
+  // KV (partly on that server) is leaked instead of freed: freeing would wait on it forever.
+  std::shared_ptr<rpc::Group> rpc;
 };
 
 // Counters the JS thread may read at any time.
@@ -89,6 +93,8 @@ class Scheduler {
   void Run();
 
  private:
+  // llama_free(ctx_), guarded for contexts with KV on RPC servers (see ContextConfig::rpc).
+  void FreeContext();
   enum class Placement { Placed, Wait, Done };
 
   static bool AbortCallback(void *data);

@@ -10,6 +10,22 @@ export interface NativeLoadOptions {
   useMmap?: boolean;
   useMlock?: boolean;
   checkTensors?: boolean;
+  /** host:port of each RPC server; layers go to their devices. */
+  rpcServers?: string[];
+  tensorSplit?: number[];
+}
+
+/** Model.rpcState(): the RPC servers of a model and whether one has died. */
+export interface NativeRpcState {
+  servers: string[];
+  dead: boolean;
+  message: string;
+}
+
+/** startRpcServer(): what the RPC server exposes. */
+export interface NativeRpcServerInfo {
+  endpoint: string;
+  devices: Array<{ name: string; description: string; memoryFree: number; memoryTotal: number }>;
 }
 
 export interface NativeTokenInfo {
@@ -59,6 +75,8 @@ export interface NativeModel {
   tokenInfo(token: number): NativeTokenInfo;
   vocabInfo(): NativeVocabInfo;
   metadata(): NativeMetadata;
+  /** null for a local model. */
+  rpcState(): NativeRpcState | null;
   dispose(): void;
 }
 
@@ -199,6 +217,7 @@ export type NativeEvent =
   | { type: 'toolCallDelta'; id: number; index: number; text: string }
   | { type: 'toolCallEnd'; id: number; index: number; text: string; tokens: Int32Array; truncated: boolean }
   | { type: 'createFailed'; id: number; code: string; message: string }
+  | { type: 'rpcFailed'; id: number; code: string; message: string }
   | { type: 'sessionDone'; id: number; code?: string; message?: string }
   | { type: 'closed'; id: number };
 
@@ -270,6 +289,8 @@ export interface NativeBinding {
     planReuse(inputs: NativeReuseInputs): NativeReusePlan;
   };
   shutdownAll(): void;
+  /** Serves this process's devices to RPC clients (ggml-rpc) from a native thread. */
+  startRpcServer(options: { host: string; port: number; threads?: number; cacheDir?: string }, onExit: () => void): NativeRpcServerInfo;
   setLogger(handler: ((batch: Array<number | string>) => void) | undefined, level: number): void;
   systemInfo(): {
     llamaSystemInfo: string;

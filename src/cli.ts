@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // `llamux`: serve, demo, inspect, bench.
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Agent, type AgentEvent } from './agent/index.js';
-import { isLlamuxError } from './errors.js';
+import { fromNative, isLlamuxError } from './errors.js';
+import { rpcEndpoint } from './options.js';
 import { MARKER_PRESETS, detectMarkerPreset, type MarkerOption, type MarkerPresetName } from './markers.js';
 import { loadModel, type Model } from './model.js';
 import { createServer } from './server/index.js';
@@ -20,10 +21,11 @@ class UsageError extends Error {}
 const MAIN_HELP = `Usage: llamux <command> [options]
 
 Commands:
-  serve     Start an OpenAI- and Anthropic-compatible server
-  demo      Run a two-turn tool-calling agent loop on a scripted model
-  inspect   Show a model's metadata and its tool-call markers
-  bench     Run the benchmarks (from a checkout of the repository)
+  serve       Start an OpenAI- and Anthropic-compatible server
+  rpc-server  Serve this machine's devices to other llamux processes (ggml RPC)
+  demo        Run a two-turn tool-calling agent loop on a scripted model
+  inspect     Show a model's metadata and its tool-call markers
+  bench       Run the benchmarks (from a checkout of the repository)
 
 Options:
   -h, --help      Show help (also: llamux <command> --help)
@@ -38,6 +40,7 @@ GET /v1/models, GET /health and GET /metrics.
 
 Options:
   -m, --model PATH          GGUF model file (required)
+      --rpc HOST:PORT,...   Place the model's layers on these "llamux rpc-server" processes
       --host HOST           Address to listen on (default 127.0.0.1)
       --port N              Port (default 8080; 0 picks a free one)
       --ctx N               Context size in tokens, shared by all sequences (default 8192)
@@ -67,6 +70,27 @@ Options:
       --session-ttl MS      Idle conversations release their sequence after this (default 600000)
   -q, --quiet               No progress display
   -h, --help                Show this help`;
+
+const RPC_SERVER_HELP = `Usage: llamux rpc-server [options]
+
+Serves this machine's devices (its GPUs, else its CPU) over ggml's RPC protocol, so that
+"llamux serve --rpc HOST:PORT" or loadModel(path, { rpcServers }) on another machine places
+model layers here. Runs until SIGINT or SIGTERM; serves one client process at a time.
+
+The RPC protocol has NO authentication and no encryption: anyone who can connect can run
+computations on this machine and read what it holds. Use it on a private network or through
+an SSH or WireGuard tunnel only.
+
+Options:
+      --host ADDR        IPv4 address to listen on (default 127.0.0.1)
+      --port N           Port (default 50052)
+      --threads N        CPU threads for the computations (default: all)
+      --cache-dir DIR    Cache large tensors here, so a client reloading the same model sends
+                         their hashes instead of their bytes
+      --allow-remote     Required to listen on an address other than loopback
+      --mem MB           Not supported: the pinned ggml RPC server reports the device's own
+                         free memory (split layers with the client's tensorSplit instead)
+  -h, --help             Show this help`;
 
 const DEMO_HELP = `Usage: llamux demo [options]
 
@@ -165,6 +189,7 @@ async function serve(args: string[]): Promise<void> {
     store: { type: 'string' },
     'chat-template': { type: 'string' },
     'max-body': { type: 'string' },
+    rpc: { type: 'string' },
     quiet: { type: 'boolean', short: 'q' },
   });
   if (values.help) {
@@ -212,6 +237,7 @@ async function serve(args: string[]): Promise<void> {
     ...(values.store !== undefined ? { storePath: values.store } : {}),
     ...(values['chat-template'] !== undefined ? { chatTemplate: readFileSync(values['chat-template'], 'utf8') } : {}),
     ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
+    ...(values.rpc !== undefined ? { rpcServers: parseRpcList(values.rpc) } : {}),
     onProgress: progress.onProgress,
   });
   progress.done();
@@ -220,6 +246,7 @@ async function serve(args: string[]): Promise<void> {
   console.log(
     [
       `llamux listening on ${server.url}`,
+      ...(server.model.rpc ? [`  layers on RPC servers ${server.model.rpc.servers.join(', ')}`] : []),
       `  model ${server.model.path}, context ${server.context.settings.contextSize} tokens, ${server.context.settings.sequences} parallel, markers ${markers}${apiKey !== undefined ? ', API key required' : ''}${values['isolate-tenants'] ? ', tenants isolated' : ''}`,
       `  OpenAI: ${server.url}/v1   Anthropic: ${server.url}`,
     ].join('\n'),
@@ -392,6 +419,75 @@ async function bench(args: string[]): Promise<void> {
   process.exitCode = code;
 }
 
+/** --rpc host:port,host:port */
+export function parseRpcList(value: string): string[] {
+  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  if (list.length === 0) throw new UsageError('--rpc expects HOST:PORT[,HOST:PORT...]');
+  for (const ep of list) {
+    if (!rpcEndpoint.safeParse(ep).success) throw new UsageError(`--rpc expects HOST:PORT[,HOST:PORT...]; "${ep}" is not HOST:PORT`);
+  }
+  return list;
+}
+
+const LOOPBACK = /^127\.\d+\.\d+\.\d+$/;
+
+async function rpcServer(args: string[]): Promise<void> {
+  const { values } = parse(args, {
+    host: { type: 'string' },
+    port: { type: 'string' },
+    threads: { type: 'string' },
+    'cache-dir': { type: 'string' },
+    'allow-remote': { type: 'boolean' },
+    mem: { type: 'string' },
+  });
+  if (values.help) {
+    console.log(RPC_SERVER_HELP);
+    return;
+  }
+  if (values.mem !== undefined) {
+    throw new UsageError('--mem is not supported: the pinned ggml RPC server reports the device\'s own free memory; balance layers with the client\'s tensorSplit');
+  }
+  // ggml's server binds an IPv4 address literal only.
+  const host = values.host === undefined || values.host === 'localhost' ? '127.0.0.1' : values.host;
+  if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(host)) throw new UsageError(`--host expects an IPv4 address (e.g. 127.0.0.1 or 10.0.0.7), got "${host}"`);
+  if (!LOOPBACK.test(host) && !values['allow-remote']) {
+    throw new UsageError(`refusing to listen on ${host}: the RPC protocol has no authentication. Use a private network or a tunnel, and pass --allow-remote`);
+  }
+  const port = intArg(values.port, 'port', 1) ?? 50052;
+  if (port > 65535) throw new UsageError('--port must be 1..65535');
+  const threads = intArg(values.threads, 'threads', 1);
+  const cacheDir = values['cache-dir'] !== undefined ? resolve(values['cache-dir']) : undefined;
+  if (cacheDir) mkdirSync(cacheDir, { recursive: true });
+  const { native } = await import('./binding.js');
+  let info;
+  try {
+    info = native.startRpcServer({ host, port, ...(threads !== undefined ? { threads } : {}), ...(cacheDir ? { cacheDir } : {}) }, () => {
+      console.error('llamux: the RPC server stopped');
+      process.exit(1);
+    });
+  } catch (e) {
+    throw fromNative(e);
+  }
+  const mib = (n: number) => `${Math.round(n / 1024 / 1024)} MiB`;
+  console.log(
+    [
+      `llamux rpc-server listening on ${info.endpoint}`,
+      ...info.devices.map((d) => `  device ${d.name}: ${d.description} (${mib(d.memoryTotal)}, ${mib(d.memoryFree)} free)`),
+      `  threads ${threads ?? 'all'}${cacheDir ? `, tensor cache ${cacheDir}` : ''}`,
+      '  no authentication: expose it on a private network or through an SSH/WireGuard tunnel only',
+    ].join('\n'),
+  );
+  // The server runs on a native thread; keep the process alive until a signal.
+  const keepAlive = setInterval(() => {}, 1 << 30);
+  const stop = (): void => {
+    clearInterval(keepAlive);
+    console.log('shutting down');
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
 function version(): string {
   try {
     return (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
@@ -415,6 +511,8 @@ export async function main(argv: string[]): Promise<void> {
   switch (command) {
     case 'serve':
       return serve(rest);
+    case 'rpc-server':
+      return rpcServer(rest);
     case 'demo':
       return demo(rest);
     case 'inspect':

@@ -170,6 +170,8 @@ export class Context {
   #settings: ContextSettings | undefined;
   #requests = new Map<number, { gen: Generation; signal?: AbortSignal; onAbort?: () => void }>();
   #disposed = false;
+  /** Set when an RPC server of the model died (rpcFailed). */
+  #failed: LlamuxError | undefined;
   #closing: Promise<void> | undefined;
   #onDispose: Array<() => void> = [];
   #ready: { resolve: () => void; reject: (e: unknown) => void } | undefined;
@@ -377,9 +379,33 @@ export class Context {
         else cmd.reject(new LlamuxError(toErrorCode(ev.code), ev.message ?? 'The session command failed'));
         return;
       }
+      case 'rpcFailed': {
+        // An RPC server of the model died: everything on this context fails, typed, and
+        // the context refuses further work (its engine thread may wait on that server forever).
+        const err = new LlamuxError('RPC_UNAVAILABLE', ev.message);
+        this.#failed = err;
+        this.#disposed = true;
+        this.#ready?.reject(new LlamuxError('RPC_UNAVAILABLE', `Could not create the context: ${ev.message}`));
+        this.#ready = undefined;
+        for (const [, cmd] of this.#commands) cmd.reject(err);
+        this.#commands.clear();
+        for (const [, entry] of this.#requests) {
+          if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
+          entry.gen.onError(new LlamuxError('RPC_UNAVAILABLE', ev.message));
+        }
+        this.#requests.clear();
+        void this.dispose();
+        return;
+      }
       case 'closed':
         return;
     }
+  }
+
+  /** The error for a call on a context that can no longer run anything. */
+  #gone(): LlamuxError {
+    if (this.#failed) return new LlamuxError('RPC_UNAVAILABLE', `The context cannot run: ${this.#failed.message}`);
+    return new LlamuxError('DISPOSED', 'The context has been disposed');
   }
 
   #updateRef(): void {
@@ -400,7 +426,7 @@ export class Context {
    * }
    */
   generate(options: GenerateOptions): Generation {
-    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    if (this.#disposed) throw this.#gone();
     const o = parseOptions(GenerateOptionsSchema, options, 'generate options');
     if (this.#requests.size >= this.#maxPending) {
       throw new LlamuxError('QUEUE_FULL', `The request queue is full (${this.#requests.size} requests running or waiting); wait for some to finish or raise maxQueued`);
@@ -483,7 +509,7 @@ export class Context {
    * @throws LlamuxError INVALID_ARGUMENT, CONTEXT_OVERFLOW, DISPOSED, ABORTED
    */
   async prefillOnly(prompt: string | Int32Array | number[], options?: PrefillOptions): Promise<{ key: string; tokens: number; reusedTokens: number; prefilledTokens: number; cache: CacheReport }> {
-    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    if (this.#disposed) throw this.#gone();
     const o = parseOptions(PrefillOptionsSchema, options, 'prefillOnly options');
     let tokens = this.#promptTokens(prompt, o.addSpecial ?? !o.parentKey, o.parseSpecial);
     if (o.parentKey) tokens = this.#withParent(o.parentKey, tokens);
@@ -514,7 +540,7 @@ export class Context {
     const { expectCommitted, ...rest } = options;
     const tailTokens = typeof tail === 'string' ? this.model.tokenize(tail, { addSpecial: false, parseSpecial: rest.parseSpecial ?? false }) : toInt32Array(tail);
     const o = parseOptions(GenerateOptionsSchema, { ...rest, prompt: tailTokens, sessionId }, 'continue options');
-    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    if (this.#disposed) throw this.#gone();
     const id = nextRequestId++;
     const gen = new Generation(id, o.tokens, o.highWaterMark, () => this.#native.cancel(id), (p) => this.#native.pause(id, p));
     const req = toNativeRequest(id, o);
@@ -530,7 +556,7 @@ export class Context {
   #commands = new Map<number, { resolve: () => void; reject: (e: unknown) => void }>();
 
   #sessionCommand(cmd: NativeSessionCommand): Promise<void> {
-    if (this.#disposed) return Promise.reject(new LlamuxError('DISPOSED', 'The context has been disposed'));
+    if (this.#disposed) return Promise.reject(this.#gone());
     const ttl = this.#sessions.get(cmd.sessionId)?.ttlMs;
     if (cmd.op === 'fork' && ttl !== undefined) cmd.sessionTtlMs = ttl;
     try {
@@ -554,7 +580,7 @@ export class Context {
    * await chat.end();
    */
   createSession(options: SessionOptions = {}): Session {
-    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    if (this.#disposed) throw this.#gone();
     const o = parseOptions(SessionOptionsSchema, options, 'session options');
     const id = o.id ?? randomUUID();
     if (this.#sessions.has(id)) throw new LlamuxError('INVALID_ARGUMENT', `Session id "${id}" is already in use on this context`);
@@ -593,7 +619,7 @@ export class Context {
 
   /** RAM tier and session counters (the budget is never exceeded). */
   cacheStats(): NativeCacheStats {
-    if (this.#disposed) throw new LlamuxError('DISPOSED', 'The context has been disposed');
+    if (this.#disposed) throw this.#gone();
     return this.#native.stats();
   }
 

@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'SESSION_BUSY',
   'TRANSCRIPT_MISMATCH',
   'UNSUPPORTED',
+  'RPC_UNAVAILABLE',
   'INTERNAL',
 ] as const;
 

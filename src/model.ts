@@ -212,6 +212,17 @@ export class Model {
     return this.#metadata;
   }
 
+  /**
+   * The RPC servers this model's layers live on (`rpcServers` of loadModel), or undefined
+   * for a local model. `failed` is set once one of them died: its contexts failed their
+   * requests with RPC_UNAVAILABLE and new contexts are refused; load the model again.
+   */
+  get rpc(): { servers: readonly string[]; failed?: string } | undefined {
+    const s = this.#n().rpcState();
+    if (!s) return undefined;
+    return { servers: s.servers, ...(s.dead ? { failed: s.message } : {}) };
+  }
+
   /** Any GGUF metadata value by key, as text; undefined when absent. */
   getMetadata(key: string): string | undefined {
     return this.metadata.gguf[key];
@@ -220,10 +231,12 @@ export class Model {
   /**
    * Creates a context: its own KV cache and one native thread that runs every decode.
    * Resolves once llama.cpp has allocated it.
-   * @throws LlamuxError INVALID_ARGUMENT, DISPOSED, CONTEXT_CREATE_FAILED, UNSUPPORTED (vocab-only model)
+   * @throws LlamuxError INVALID_ARGUMENT, DISPOSED, CONTEXT_CREATE_FAILED, UNSUPPORTED (vocab-only model),
+   *   RPC_UNAVAILABLE (an RPC server of the model died)
    */
   async createContext(options?: ContextOptions): Promise<Context> {
-    this.#n();
+    const failed = this.#n().rpcState();
+    if (failed?.dead) throw new LlamuxError('RPC_UNAVAILABLE', `The model's RPC server failed: ${failed.message}`);
     if (this.vocabOnly) throw new LlamuxError('UNSUPPORTED', 'This model was loaded with vocabOnly: it has no weights to run a context on');
     const o = parseOptions(ContextOptionsSchema, options, 'context options');
     const ctx = await Context.create(this, o);
@@ -261,7 +274,8 @@ function checkTokenId(token: number): void {
 /**
  * Loads a GGUF model on a worker thread.
  * @throws LlamuxError MODEL_NOT_FOUND (missing path or a directory), MODEL_INVALID (not a
- *   GGUF llama.cpp can load), ABORTED (signal), INVALID_ARGUMENT (options)
+ *   GGUF llama.cpp can load), ABORTED (signal), INVALID_ARGUMENT (options),
+ *   RPC_UNAVAILABLE (an RPC server does not answer, or dies while the model loads)
  * @example
  * const model = await loadModel('model.gguf', { onProgress: (p) => console.log(p) });
  */
@@ -290,11 +304,13 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
   const onProgress = o.onProgress as ((p: number) => void) | undefined;
   try {
     const nm = await native.Model.load(full, {
-      gpuLayers: o.gpuLayers === 'auto' ? (hasGpu() ? -1 : 0) : o.gpuLayers,
+      gpuLayers: o.gpuLayers === 'auto' ? (hasGpu() || o.rpcServers ? -1 : 0) : o.gpuLayers,
       vocabOnly: o.vocabOnly,
       useMmap: o.useMmap,
       useMlock: o.useMlock,
       checkTensors: o.checkTensors,
+      ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
+      ...(o.tensorSplit ? { tensorSplit: o.tensorSplit } : {}),
     }, abortFlag, onProgress ? (p) => { try { onProgress(p); } catch { /* a throwing progress callback must not break loading */ } } : undefined);
     if (o.signal?.aborted) {
       nm.dispose();

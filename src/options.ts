@@ -6,6 +6,11 @@ import { MarkerOptionSchema } from './markers.js';
 
 const abortSignal = z.custom<AbortSignal>((v) => v instanceof AbortSignal, { message: 'expected an AbortSignal' });
 const positiveInt = z.number().int().positive();
+/** `host:port` (IPv4 address or host name: ggml-rpc's client connects over IPv4). */
+export const rpcEndpoint = z.string().regex(/^[A-Za-z0-9._-]+:\d{1,5}$/, 'expected "host:port"').refine((v) => {
+  const port = Number(v.slice(v.lastIndexOf(':') + 1));
+  return port >= 1 && port <= 65535;
+}, 'port must be 1..65535');
 /** A finite bias, or -Infinity to ban a token. */
 const biasValue = z.custom<number>((v) => typeof v === 'number' && (Number.isFinite(v) || v === -Infinity), {
   message: 'expected a finite number or -Infinity',
@@ -24,6 +29,14 @@ export const LoadModelOptionsSchema = z
     checkTensors: z.boolean().default(false),
     /** Default tool-call markers for contexts of this model (see ContextOptions.toolCallMarkers). */
     toolCallMarkers: MarkerOptionSchema.optional(),
+    /** `host:port` of `llamux rpc-server` processes (ggml-rpc): the offloaded layers
+     * (`gpuLayers`, all with 'auto') are placed on their devices. The protocol has no
+     * authentication: private networks or a tunnel only. */
+    rpcServers: z.array(rpcEndpoint).min(1).max(16).optional(),
+    /** Share of the offloaded layers per device, in device order: each RPC server's devices
+     * (in `rpcServers` order), then local GPUs. Default: by free memory. At most
+     * llama.cpp's device count (`systemInfo().maxDevices`) entries are used. */
+    tensorSplit: z.array(z.number().nonnegative().finite()).min(1).max(128).optional(),
     /** Called with a fraction 0..1 while the weights load. */
     onProgress: z.function().optional(),
     signal: abortSignal.optional(),

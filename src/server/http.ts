@@ -43,6 +43,9 @@ export function toHttpError(e: unknown): HttpError {
         return new HttpError(400, 'invalid_request', e.message);
       case 'CONTEXT_OVERFLOW':
         return new HttpError(400, 'context_length', e.message);
+      case 'RPC_UNAVAILABLE':
+        // an RPC server holding the model's layers is gone: this instance cannot answer
+        return new HttpError(503, 'overloaded', e.message);
       case 'QUEUE_FULL':
       case 'KV_CACHE_FULL':
         return new HttpError(503, 'overloaded', e.message);

@@ -9,7 +9,7 @@ import { ChatTemplate } from '../chat/template.js';
 import type { Context } from '../context.js';
 import { MarkerOptionSchema, type MarkerOption } from '../markers.js';
 import { Model, loadModel } from '../model.js';
-import { parseOptions } from '../options.js';
+import { parseOptions, rpcEndpoint } from '../options.js';
 import { handleChatCompletions, type HandlerOptions } from './openai.js';
 import { handleCountTokens, handleMessages } from './anthropic.js';
 import { HttpError, sendError, sendJson, toHttpError, type ApiFlavor } from './http.js';
@@ -88,6 +88,9 @@ export interface ServerOptions {
   modelName?: string;
   /** Model loading progress (0..1), when the server loads `modelPath`. */
   onProgress?: (progress: number) => void;
+  /** `host:port` of `llamux rpc-server` processes that hold the layers of `modelPath`
+   * (see loadModel's `rpcServers`). */
+  rpcServers?: string[];
 }
 
 const ServerOptionsSchema = z
@@ -125,6 +128,7 @@ const ServerOptionsSchema = z
     chatTemplate: z.string().min(1).optional(),
     modelName: z.string().min(1).optional(),
     onProgress: z.custom<(p: number) => void>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
+    rpcServers: z.array(rpcEndpoint).min(1).max(16).optional(),
   })
   .strict()
   .refine((o) => (o.model === undefined) !== (o.modelPath === undefined), { message: 'give exactly one of "model" and "modelPath"' });
@@ -195,7 +199,10 @@ function hostAllowList(allowed: readonly string[], listenHost: string, port: num
 export async function createServer(options: ServerOptions): Promise<LlamuxServer> {
   const o = parseOptions(ServerOptionsSchema, options, 'server options');
   const owned = o.model === undefined;
-  const model = o.model ?? (await loadModel(o.modelPath!, o.onProgress ? { onProgress: o.onProgress } : {}));
+  const model = o.model ?? (await loadModel(o.modelPath!, {
+    ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+    ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
+  }));
   let context: Context | undefined;
   let store: ToolCallStore | undefined;
   let prompts: PromptPool | undefined;
@@ -265,6 +272,13 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         }
         if (path === '/health') {
           allow('GET');
+          // An RPC server holding the model's layers died: this instance cannot answer any
+          // more (a balancer should route elsewhere); restart it once the server is back.
+          const failed = model.rpc?.failed;
+          if (failed !== undefined) {
+            sendJson(res, 503, { status: 'error', model: name, error: { code: 'RPC_UNAVAILABLE', message: failed } });
+            return;
+          }
           const c = context!.cacheStats();
           sendJson(res, 200, {
             status: 'ok',

@@ -33,7 +33,7 @@ function bench(args: string[], timeoutMs: number): Promise<Run> {
   });
 }
 
-const SUITES = ['engine', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead'];
+const SUITES = ['engine', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc'];
 
 /** Column headers of the tables of the head-to-head suites. */
 const TABLE_HEADERS: Record<string, RegExp[]> = {
@@ -45,6 +45,7 @@ const TABLE_HEADERS: Record<string, RegExp[]> = {
   ],
   throughput: [/### throughput: concurrent conversations/, /\| conversations \| llamux decode tok\/s \| node-llama-cpp decode tok\/s \|/],
   overhead: [/### overhead: one sequence/, /\| system +\| prefill tok\/s \| prefill vs raw \| decode tok\/s \| decode vs raw \|/],
+  rpc: [/### rpc: local vs split across two loopback rpc-servers/, /\| 2 rpc-servers, loopback \| [\d.,]+ +\| [\d.,]+ +\| [\d.]+x +\| [\d.]+x +\|/],
 };
 
 describe('bench --quick', () => {

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseMarkersArg } from '../../src/cli.js';
+import { parseMarkersArg, parseRpcList } from '../../src/cli.js';
 import { projectRoot, tempDir } from '../helpers/paths.js';
 import { ensureChatModels, OPENAI_TOOLS, QUESTION, weatherTurn2 } from '../server/fixtures.js';
 
@@ -190,5 +190,99 @@ describe('parseMarkersArg()', () => {
     expect(parseMarkersArg('<a>,</a>')).toEqual({ start: '<a>', end: '</a>' });
     expect(() => parseMarkersArg('bogus')).toThrow(/--markers expects auto, none, one of hermes/);
     expect(() => parseMarkersArg(',x')).toThrow(/--markers expects/);
+  });
+});
+
+describe('llamux rpc-server', () => {
+  it('--help says the protocol has no authentication', async () => {
+    const r = await cli(['rpc-server', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('NO authentication');
+    expect(r.stdout).toContain('--allow-remote');
+  });
+
+  it('refuses a non-loopback host without --allow-remote', async () => {
+    const r = await cli(['rpc-server', '--host', '0.0.0.0', '--port', '1']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('refusing to listen on 0.0.0.0');
+    expect(r.stderr).toContain('--allow-remote');
+  });
+
+  it('rejects --mem (the pinned ggml RPC server cannot limit memory)', async () => {
+    const r = await cli(['rpc-server', '--mem', '512']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--mem is not supported');
+  });
+
+  it('fails with RPC_UNAVAILABLE when the port is taken, and prints what it exposes when it listens', async () => {
+    const { startRpcServer, stopRpcServer } = await import('../helpers/rpc-servers.js');
+    const s = await startRpcServer();
+    try {
+      expect(s.output()).toMatch(/listening on 127\.0\.0\.1:\d+\n {2}device CPU: /);
+      expect(s.output()).toContain('no authentication');
+      const r = await cli(['rpc-server', '--port', String(s.port)]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('RPC_UNAVAILABLE: cannot listen on 127.0.0.1:');
+    } finally {
+      await stopRpcServer(s, 'SIGTERM');
+    }
+    expect(s.child.exitCode).toBe(0);
+  });
+});
+
+describe('llamux serve --rpc', () => {
+  it('exits 1 with RPC_UNAVAILABLE naming the endpoint when an RPC server does not answer', async () => {
+    const { freePort } = await import('../helpers/rpc-servers.js');
+    const port = await freePort();
+    const r = await cli(['serve', '--model', (await ensureChatModels()).demo, '--port', '0', '--rpc', `127.0.0.1:${port}`, '-q']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`RPC_UNAVAILABLE: RPC server 127.0.0.1:${port} is unavailable`);
+  });
+
+  it('serves with the layers on an rpc-server and says so', async () => {
+    const { startRpcServer, stopRpcServer } = await import('../helpers/rpc-servers.js');
+    const s = await startRpcServer();
+    const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli.ts'), 'serve', '--model', (await ensureChatModels()).demo, '--port', '0', '--threads', '1', '--parallel', '1', '--rpc', s.endpoint, '-q'], {
+      cwd: projectRoot,
+      env: { ...process.env, NODE_NO_WARNINGS: '1' },
+    });
+    try {
+      let stdout = '';
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`serve did not start: ${stdout}`)), 30_000);
+        child.stdout.on('data', (d: Buffer) => {
+          stdout += d.toString();
+          const m = /listening on (http:\/\/\S+)/.exec(stdout);
+          if (m && stdout.includes('layers on RPC servers')) {
+            clearTimeout(timer);
+            resolve(m[1]!);
+          }
+        });
+      });
+      expect(stdout).toContain(`layers on RPC servers ${s.endpoint}`);
+      const r = await fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: 'What is the weather in Paris?' }], max_tokens: 4 }),
+      });
+      expect(r.status).toBe(200);
+    } finally {
+      const code = await new Promise<number | null>((resolve) => {
+        child.on('close', resolve);
+        child.kill('SIGTERM');
+      });
+      expect(code).toBe(0);
+      await stopRpcServer(s, 'SIGTERM');
+    }
+  });
+});
+
+describe('parseRpcList()', () => {
+  it('reads HOST:PORT[,HOST:PORT...] and rejects anything else', () => {
+    expect(parseRpcList('127.0.0.1:50052')).toEqual(['127.0.0.1:50052']);
+    expect(parseRpcList('a:1, b.lan:50053')).toEqual(['a:1', 'b.lan:50053']);
+    expect(() => parseRpcList('')).toThrow(/--rpc expects/);
+    expect(() => parseRpcList('host')).toThrow(/"host" is not HOST:PORT/);
+    expect(() => parseRpcList('h:70000')).toThrow(/--rpc expects/);
   });
 });
