@@ -382,6 +382,12 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
     p->expectCommitted.assign(e.Data(), e.Data() + e.ElementLength());
   }
   p->greedyToolSyntax = GetBool(o, "greedyToolSyntax", true);
+  p->toolGrammar = GetString(o, "toolGrammar", "");
+  p->toolGrammarRoot = GetString(o, "toolGrammarRoot", "root");
+  p->toolRequired = GetBool(o, "toolRequired", false);
+  p->parallelToolCalls = GetBool(o, "parallelToolCalls", true);
+  p->toolEndEog = static_cast<int32_t>(GetInt(o, "toolEndEog", -1));
+  if (p->toolEndEog >= model_->n_vocab) ThrowCoded(env, ErrorCode::InvalidArgument, "toolEndEog is outside the vocabulary");
   Napi::Value stops = o.Get("stop");
   if (stops.IsArray()) {
     Napi::Array a = stops.As<Napi::Array>();

@@ -104,6 +104,14 @@ export interface NativeRequest {
   renderSpecial: boolean;
   toolCalls: boolean;
   greedyToolSyntax: boolean;
+  /** Tool-call grammar (GBNF) and its root rule; see src/grammar. */
+  toolGrammar?: string;
+  toolGrammarRoot?: string;
+  /** The tool grammar is active from the first token (toolChoice required / named). */
+  toolRequired?: boolean;
+  parallelToolCalls?: boolean;
+  /** The end marker when it is one end-of-generation token; -1 otherwise. */
+  toolEndEog?: number;
   temperature: number;
   topK: number;
   topP: number;
@@ -181,7 +189,7 @@ export type NativeEvent =
   | {
       type: 'final';
       id: number;
-      finishReason: 'eog' | 'stop' | 'length' | 'abort' | 'error' | 'prefill';
+      finishReason: 'eog' | 'stop' | 'length' | 'toolCall' | 'abort' | 'error' | 'prefill';
       code?: string;
       message?: string;
       stop?: string;

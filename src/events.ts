@@ -3,7 +3,8 @@
  * context end, or a `prefillOnly()` that warmed its prompt. Errors and aborts reject
  * instead (see LlamuxError).
  */
-export type FinishReason = 'eog' | 'stop' | 'length' | 'prefill';
+/** `toolCall`: the first tool-call span closed and `parallelToolCalls` is false. */
+export type FinishReason = 'eog' | 'stop' | 'length' | 'toolCall' | 'prefill';
 
 export interface GenerateTimings {
   /** Waiting for a free sequence. */
