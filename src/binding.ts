@@ -268,6 +268,8 @@ export interface NativeBinding {
     textStream(stops: string[], pieces: Uint8Array[]): { text: Uint8Array; deltas: Uint8Array[]; stopped: boolean; stopAt: number };
     /** native/reuse_planner.h: an omitted *Common key means that source has no entry. */
     planReuse(inputs: NativeReuseInputs): NativeReusePlan;
+    /** Feeds tokens to a llama.cpp grammar: how many it accepts, and whether it may end there. */
+    grammarAccepts(model: NativeModel, gbnf: string, root: string, tokens: Int32Array): { parsed: boolean; accepted: number; complete: boolean };
   };
   shutdownAll(): void;
   setLogger(handler: ((batch: Array<number | string>) => void) | undefined, level: number): void;

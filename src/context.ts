@@ -6,6 +6,7 @@ import { AsyncQueue } from './async-queue.js';
 import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
 import type { CacheReport, FinalEvent, FinishReason, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
 import { compileToolGrammar } from './grammar/index.js';
+import { isZodSchema, toolParametersJsonSchema } from './tools/tool.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
 import { toInt32Array } from './tokens.js';
@@ -469,7 +470,7 @@ export class Context {
     if (o.grammar !== undefined) throw new LlamuxError('INVALID_ARGUMENT', 'grammar and tools cannot be combined: the tool grammar constrains tool-call spans, grammar the whole output');
     const endIsEog = m.end.length === 1 && this.model.isEndOfGeneration(m.end[0]!);
     const g = compileToolGrammar({
-      tools,
+      tools: tools.map((t) => ({ name: t.name, parameters: t.parameters === undefined ? undefined : isZodSchema(t.parameters) ? toolParametersJsonSchema({ parameters: t.parameters }) : t.parameters })),
       choice: o.toolChoice,
       family: m.preset ?? 'json',
       start: Array.from(m.start),

@@ -4,15 +4,18 @@ import { z } from 'zod';
 import { LlamuxError } from './errors.js';
 import { MarkerOptionSchema } from './markers.js';
 
-/** A tool the model may call (`generate({ tools })`): the arguments' JSON Schema constrains tool-call spans. */
-export const ToolDefinitionSchema = z
+const zodSchema = z.custom<z.core.$ZodType>((v) => typeof v === 'object' && v !== null && '_zod' in v, { message: 'expected a zod schema' });
+
+/** A tool the model may call (`generate({ tools })`): its arguments schema constrains tool-call spans. */
+export const GenerateToolSchema = z
   .object({
     name: z.string().min(1).max(256),
     description: z.string().optional(),
-    /** JSON Schema of the arguments object (absent: no arguments). */
-    parameters: z.union([z.record(z.string(), z.unknown()), z.boolean()]).optional(),
+    /** JSON Schema (or a zod schema) of the arguments object; absent: the call takes no arguments. */
+    parameters: z.union([zodSchema, z.record(z.string(), z.unknown()), z.boolean()]).optional(),
   })
   .strict();
+export type GenerateTool = z.input<typeof GenerateToolSchema>;
 
 export const ToolChoiceSchema = z.union([z.enum(['auto', 'none', 'required']), z.object({ name: z.string().min(1) }).strict()]);
 
@@ -134,7 +137,7 @@ export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
   /** Sample tool-call wrapper syntax greedily (payloads keep the request's sampler). */
   greedyToolSyntax: z.boolean().default(true),
   /** Tools the model may call: tool-call spans are constrained to the family's call syntax, one of these names and its arguments schema. */
-  tools: z.array(ToolDefinitionSchema).max(512).optional(),
+  tools: z.array(GenerateToolSchema).max(512).optional(),
   /** 'auto': free text until a span opens; 'required' / { name }: a call first; 'none': no span detection. */
   toolChoice: ToolChoiceSchema.default('auto'),
   /** false: generation ends when the first tool-call span closes (finishReason 'toolCall'). */

@@ -19,7 +19,8 @@ export type TestModelName =
   | 'demo'
   | 'two-calls'
   | 'grammar-call'
-  | 'grammar-text';
+  | 'grammar-text'
+  | 'grammar-list';
 
 export const TEST_MODEL_NAMES: readonly TestModelName[] = [
   'single-marker',
@@ -32,6 +33,7 @@ export const TEST_MODEL_NAMES: readonly TestModelName[] = [
   'two-calls',
   'grammar-call',
   'grammar-text',
+  'grammar-list',
 ];
 
 /** A fixture on disk: its path and what tests may assert. */
@@ -326,6 +328,27 @@ const grammarText: ScriptedModelSpec = {
   ],
 };
 
+/**
+ * `grammar-list`: Mistral-style `[TOOL_CALLS][…]</s>`, the end marker being EOS. Greedy writes
+ * two calls in the list (a near tie: the second call 55 %, `]` 45 %).
+ */
+const grammarList: ScriptedModelSpec = {
+  name: 'grammar-list',
+  special: [{ text: '[TOOL_CALLS]', type: 'CONTROL' }],
+  markers: { toolCallStart: '[TOOL_CALLS]', toolCallEnd: '</s>' },
+  scripts: [
+    {
+      name: 'main',
+      prompt: sp('Weather| and| time| in| Rome?'),
+      continuation: [
+        '[TOOL_CALLS]',
+        `[{"name":${SPACE}"get_weather",${SPACE}"arguments":${SPACE}{"city":${SPACE}"Rome"}}`,
+        { token: `,${SPACE}{"name":${SPACE}"get_time",${SPACE}"arguments":${SPACE}{"tz":${SPACE}"CET"}}]`, alt: [']'] },
+      ],
+    },
+  ],
+};
+
 /** The spec of a ready-made fixture. */
 export function testModelSpec(name: TestModelName): ScriptedModelSpec {
   switch (name) {
@@ -349,6 +372,8 @@ export function testModelSpec(name: TestModelName): ScriptedModelSpec {
       return grammarCall;
     case 'grammar-text':
       return grammarText;
+    case 'grammar-list':
+      return grammarList;
     default:
       throw new RangeError(`Unknown test model "${String(name)}"`);
   }

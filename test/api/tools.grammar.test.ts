@@ -2,18 +2,18 @@
 // exact-token guarantees (deltas = stored bytes, replay = a full KV hit), toolChoice,
 // parallelToolCalls: false, and the errors raised before decoding starts.
 import { afterAll, describe, expect, it } from 'vitest';
-import { LlamuxError, loadModel, type Context, type GenerateEvent, type GenerateResult, type Model, type ToolDefinition } from '../../src/index.js';
+import { LlamuxError, loadModel, type Context, type GenerateEvent, type GenerateResult, type GenerateTool, type Model } from '../../src/index.js';
 import { parseToolCallSpan } from '../../src/chat/tool-calls.js';
 import { collectEvents, markersOf, ONE_THREAD, script, testModel, type TestModelName } from '../helpers/models.js';
 
 const EXACT = { temperature: 1, topK: 0, topP: 1, minP: 0 } as const;
 const SEEDS = Array.from({ length: 20 }, (_, i) => 11 + i * 7919);
 
-const WEATHER: ToolDefinition = {
+const WEATHER: GenerateTool = {
   name: 'get_weather',
   parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } }, required: ['city', 'days'] },
 };
-const MULTIPLY: ToolDefinition = {
+const MULTIPLY: GenerateTool = {
   name: 'multiply',
   parameters: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] },
 };
@@ -55,7 +55,7 @@ describe('generate({ tools }) on a model that writes a broken call', () => {
 
   it('fixes only what the schema rules out: a known tool name and a string field stay as sampled', async () => {
     const ctx = await context('grammar-call');
-    const loose: ToolDefinition = { name: 'get_wether', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'string' } } } };
+    const loose: GenerateTool = { name: 'get_wether', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'string' } } } };
     const r = await ctx.generate({ prompt: prompt('grammar-call'), temperature: 0, tools: [loose] }).result;
     expect(r.toolCalls[0]!.text).toBe('{"name": "get_wether", "arguments": {"city": "Rome", "days": "3"}}');
     const typed = await ctx.generate({ prompt: prompt('grammar-call'), temperature: 0, tools: [loose, WEATHER] }).result;
@@ -65,7 +65,7 @@ describe('generate({ tools }) on a model that writes a broken call', () => {
 
   it('a named toolChoice forces that tool where the model prefers another', async () => {
     const ctx = await context('grammar-call');
-    const wether: ToolDefinition = { ...WEATHER, name: 'get_wether' };
+    const wether: GenerateTool = { ...WEATHER, name: 'get_wether' };
     const auto = await ctx.generate({ prompt: prompt('grammar-call'), temperature: 0, tools: [wether, WEATHER] }).result;
     expect(parseToolCallSpan(auto.toolCalls[0]!.text)[0]!.name).toBe('get_wether');
     const named = await ctx.generate({ prompt: prompt('grammar-call'), temperature: 0, tools: [wether, WEATHER], toolChoice: { name: 'get_weather' } }).result;
@@ -134,7 +134,7 @@ describe('parallelToolCalls: false', () => {
     const p = prompt('two-calls');
     const all = await ctx.generate({ prompt: p, temperature: 0 }).result;
     expect(all.toolCalls).toHaveLength(2);
-    const city: ToolDefinition = { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
+    const city: GenerateTool = { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
     for (const tools of [undefined, [city]]) {
       const r = await ctx.generate({ prompt: p, temperature: 0, parallelToolCalls: false, tokens: true, ...(tools ? { tools } : {}) }).result;
       expect(r.finishReason).toBe('toolCall');
@@ -150,7 +150,7 @@ describe('errors before decoding starts', () => {
   it('refuses an unsatisfiable schema, an unknown named tool and required without tools with INVALID_ARGUMENT', async () => {
     const ctx = await context('grammar-call');
     const p = prompt('grammar-call');
-    const bad: ToolDefinition[][] = [
+    const bad: GenerateTool[][] = [
       [{ name: 'x', parameters: { type: 'object', properties: { a: { type: 'string', enum: [1, 2] } }, required: ['a'] } }],
       [{ name: 'x', parameters: { type: 'object', properties: { a: false }, required: ['a'] } }],
       [{ name: 'x', parameters: { type: 'object', properties: { a: { type: 'array', minItems: 3, maxItems: 2 } } } }],
@@ -188,6 +188,32 @@ describe('errors before decoding starts', () => {
     const body = `root ::= "{\\"name\\": \\"get_weather\\", \\"arguments\\": {\\"city\\":" (" \\"Rome\\"," | " \\"Paris\\",") " \\"days\\": " [0-9] "}}"`;
     const r = await ctx.generate({ prompt: prompt('grammar-call'), temperature: 0, toolCallGrammar: body }).result;
     expect(r.toolCalls[0]!.text).toBe(GOOD_CALL);
+    await ctx.dispose();
+  });
+});
+
+describe('the mistral family: a list of calls ended by EOS', () => {
+  const TOOLS: GenerateTool[] = [
+    { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+    { name: 'get_time', parameters: { type: 'object', properties: { tz: { type: 'string', enum: ['CET', 'UTC'] } }, required: ['tz'] } },
+  ];
+  const BOTH = '[{"name": "get_weather", "arguments": {"city": "Rome"}}, {"name": "get_time", "arguments": {"tz": "CET"}}]';
+
+  it('keeps a valid list, and parallelToolCalls: false allows one element, closed by the EOS end marker', async () => {
+    const m = models.get('grammar-list') ?? (await loadModel(testModel('grammar-list').path));
+    models.set('grammar-list', m);
+    const ctx = await m.createContext({ ...ONE_THREAD, contextSize: 1024, toolCallMarkers: 'mistral' });
+    expect(ctx.markers?.preset).toBe('mistral');
+    const p = prompt('grammar-list');
+    const free = await ctx.generate({ prompt: p, temperature: 0 }).result;
+    expect(free.toolCalls.map((c) => c.text)).toEqual([BOTH]);
+    const all = await ctx.generate({ prompt: p, temperature: 0, tools: TOOLS }).result;
+    expect(all.toolCalls.map((c) => c.text)).toEqual([BOTH]);
+    expect(all.finishReason).toBe('eog');
+    const one = await ctx.generate({ prompt: p, temperature: 0, tools: TOOLS, parallelToolCalls: false }).result;
+    expect(one.toolCalls.map((c) => c.text)).toEqual(['[{"name": "get_weather", "arguments": {"city": "Rome"}}]']);
+    expect(one.finishReason).toBe('eog');
+    expect(parseToolCallSpan(one.toolCalls[0]!.text)).toEqual([{ name: 'get_weather', arguments: { city: 'Rome' } }]);
     await ctx.dispose();
   });
 });
