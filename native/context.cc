@@ -26,6 +26,7 @@ Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
   o.Set("decodeMs", s.decodeMs);
   o.Set("prefillTokensPerSec", s.prefillTokensPerSec);
   o.Set("decodeTokensPerSec", s.decodeTokensPerSec);
+  o.Set("sampleMs", s.sampleMs);
   o.Set("cacheOutcome", s.cacheOutcome);
   o.Set("cacheTier", s.cacheTier);
   o.Set("restoreMs", s.restoreMs);

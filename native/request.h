@@ -68,6 +68,7 @@ struct FinalStats {
   double decodeMs = 0;
   double prefillTokensPerSec = 0;
   double decodeTokensPerSec = 0;
+  double sampleMs = 0;  // time in the sampler (chains and grammars), all tokens together
   std::string cacheOutcome = "cold";  // exact | partial | sticky | restored | cold
   std::string cacheTier;              // live | shared | ram (empty when cold)
   double restoreMs = 0;

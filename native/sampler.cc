@@ -48,6 +48,38 @@ bool Sampler::ToolAllows(llama_token t, float logit) {
   return !(std::isinf(one.logit) && one.logit < 0);
 }
 
+// Greedy over the grammar's choices without masking the whole vocabulary: `arr` holds the
+// chain's final logits (bias and penalties applied, in id order), so the best allowed token is
+// the best of the top candidates, by logit then id, that the grammar takes. The grammar checks
+// the top 64 in one call; -1 when none of them is allowed (the caller masks everything then).
+llama_token Sampler::GreedyAllowed(const llama_token_data_array &arr) {
+  order_.clear();
+  for (size_t i = 0; i < arr.size; i++) {
+    if (!std::isinf(arr.data[i].logit)) order_.push_back(i);
+  }
+  auto better = [&](size_t a, size_t b) {
+    const llama_token_data &x = arr.data[a], &y = arr.data[b];
+    return x.logit > y.logit || (x.logit == y.logit && x.id < y.id);
+  };
+  const size_t k = std::min<size_t>(64, order_.size());
+  std::partial_sort(order_.begin(), order_.begin() + static_cast<long>(k), order_.end(), better);
+  top_.clear();
+  for (size_t i = 0; i < k; i++) {
+    llama_token_data c = arr.data[order_[i]];
+    if (toolEndEog_ >= 0 && c.id != toolEndEog_ && eogTokens_ != nullptr &&
+        std::find(eogTokens_->begin(), eogTokens_->end(), c.id) != eogTokens_->end()) {
+      c.logit = -INFINITY;
+    }
+    top_.push_back(c);
+  }
+  llama_token_data_array small = {top_.data(), top_.size(), -1, false};
+  llama_sampler_apply(tool_, &small);
+  for (const llama_token_data &c : top_) {
+    if (!std::isinf(c.logit)) return c.id;  // top_ keeps the best-first order
+  }
+  return -1;
+}
+
 void Sampler::FillCandidates(const float *logits) {
   cur_.resize(static_cast<size_t>(nVocab_));
   for (int32_t t = 0; t < nVocab_; t++) cur_[static_cast<size_t>(t)] = llama_token_data{t, logits[t], 0.0f};
@@ -93,6 +125,7 @@ llama_sampler *Sampler::BuildChain(const llama_vocab *vocab, const SamplerParams
 bool Sampler::Init(const llama_vocab *vocab, const SamplerParams &p, bool withGreedy, std::string *error) {
   nVocab_ = llama_vocab_n_tokens(vocab);
   normal_ = BuildChain(vocab, p, false, error);
+  normalIsGreedy_ = p.temperature <= 0.0f;
   if (normal_ == nullptr) return false;
   if (withGreedy) {
     greedy_ = BuildChain(vocab, p, true, error);
@@ -112,9 +145,14 @@ llama_token Sampler::Sample(llama_context *ctx, int32_t idx) {
     llama_sampler_apply(active, &arr);
     if (arr.selected < 0 || static_cast<size_t>(arr.selected) >= arr.size) return -1;
     if (toolActive_ && !ToolAllows(arr.data[arr.selected].id, arr.data[arr.selected].logit)) {
-      // The chain's pick breaks the tool grammar: mask every candidate the grammar refuses
-      // and pick again. Checking the pick first keeps the full mask (the costly part) to the
-      // tokens where the model strays.
+      // The chain's pick breaks the tool grammar. A greedy chain needs only the best allowed
+      // token: try the candidates best first. Otherwise mask every candidate the grammar
+      // refuses and pick again. Checking the pick first keeps the full mask (the costly part)
+      // to the tokens where the model strays.
+      if ((active == greedy_ || normalIsGreedy_) && !arr.sorted) {
+        llama_token best = GreedyAllowed(arr);
+        if (best >= 0) return Accept(best) ? best : -2;
+      }
       FillCandidates(logits);
       if (toolEndEog_ >= 0 && eogTokens_ != nullptr) {
         for (llama_token e : *eogTokens_) {

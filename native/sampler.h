@@ -63,12 +63,16 @@ class Sampler {
 
  private:
   bool ToolAllows(llama_token t, float logit);
+  llama_token GreedyAllowed(const llama_token_data_array &arr);
   void FillCandidates(const float *logits);
   llama_sampler *BuildChain(const llama_vocab *vocab, const SamplerParams &p, bool greedy, std::string *error);
 
   llama_sampler *normal_ = nullptr;
   llama_sampler *greedy_ = nullptr;
   bool useGreedy_ = false;
+  bool normalIsGreedy_ = false;  // temperature <= 0: the request's chain ends in greedy too
+  std::vector<size_t> order_;
+  std::vector<llama_token_data> top_;
   llama_sampler *tool_ = nullptr;
   bool toolActive_ = false;
   llama_token toolEndEog_ = -1;

@@ -361,7 +361,9 @@ void Scheduler::DecodeBatch() {
         }
       }
       if (r.logitIdx < 0) continue;
+      Clock::time_point t0 = Clock::now();
       llama_token tok = r.sampler.Sample(ctx_, r.logitIdx);
+      r.stats.sampleMs += MsBetween(t0, Clock::now());
       if (tok == -2) {
         Fail(r, ErrorCode::GrammarFailed, "The grammar allows no token at this point of the output");
         continue;

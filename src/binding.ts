@@ -139,6 +139,7 @@ export interface NativeStats {
   decodeMs: number;
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
+  sampleMs: number;
   cacheOutcome: 'exact' | 'partial' | 'sticky' | 'restored' | 'cold';
   cacheTier: '' | 'live' | 'shared' | 'ram' | 'disk';
   restoreMs: number;

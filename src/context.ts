@@ -359,6 +359,7 @@ export class Context {
             decodeMs: s.decodeMs,
             prefillTokensPerSec: s.prefillTokensPerSec,
             decodeTokensPerSec: s.decodeTokensPerSec,
+            sampleMs: s.sampleMs,
           },
           cache: {
             outcome: s.cacheOutcome ?? 'cold',

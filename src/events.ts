@@ -15,6 +15,8 @@ export interface GenerateTimings {
   decodeMs: number;
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
+  /** Time spent choosing tokens (sampler chains and grammars), all generated tokens together. */
+  sampleMs: number;
 }
 
 /** A complete tool-call span: the exact bytes between the start and end markers, and every token of the span. */

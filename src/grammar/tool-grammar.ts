@@ -9,7 +9,7 @@ import { SchemaConverter, SchemaGrammarError } from './json-schema.js';
 export interface ToolDefinition {
   readonly name: string;
   readonly description?: string;
-  /** JSON Schema of the arguments object; absent: the call takes no arguments (`{}`). */
+  /** JSON Schema of the arguments object; absent: the call takes no arguments (`{}`); `true`: any object. */
   readonly parameters?: Readonly<Record<string, unknown>> | boolean;
 }
 
@@ -49,6 +49,7 @@ export const TOOL_GRAMMAR_ROOT = 'llamux-tool-span';
 
 const CACHE_LIMIT = 64;
 const cache = new Map<string, ToolGrammar>();
+const warned = new Set<string>();
 
 /** Empties the compiled-grammar cache (benchmarks). */
 export function clearToolGrammarCache(): void {
@@ -95,7 +96,9 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
       if (typeof params === 'object' && params.type !== undefined && params.type !== 'object') {
         throw new SchemaGrammarError('', `the arguments schema must describe an object, not ${JSON.stringify(params.type)}`);
       }
-      args = conv.convert(typeof params === 'object' && params.type === undefined ? { ...params, type: 'object' } : params, '', `t${i}-args`);
+      // `true`: any arguments object (the tool layer's "no schema").
+      if (params === true) args = conv.prim('json-object');
+      else args = conv.convert(typeof params === 'object' && params.type === undefined ? { ...params, type: 'object' } : params, '', `t${i}-args`);
       if (args === undefined) throw new SchemaGrammarError('', 'the schema allows no value');
     } catch (e) {
       if (e instanceof SchemaGrammarError) {
@@ -131,9 +134,11 @@ export function compileToolGrammar(req: ToolGrammarRequest): ToolGrammar {
     return hit;
   }
   const g = compile(req);
-  // Never silently: what the grammar does not enforce is said once per compiled tool set.
-  if (g.relaxed.length > 0) {
-    process.emitWarning(`Tool grammar: schema keywords not enforced by the grammar (calls are still JSON of the right shape): ${g.relaxed.join('; ')}`, {
+  // Never silently: what the grammar does not enforce is said once per process and list.
+  const said = g.relaxed.join('; ');
+  if (said && !warned.has(said)) {
+    if (warned.size < 1024) warned.add(said);
+    process.emitWarning(`Tool grammar: schema keywords not enforced by the grammar (calls are still JSON of the right shape): ${said}`, {
       code: 'LLAMUX_TOOL_SCHEMA_RELAXED',
     });
   }

@@ -2,9 +2,11 @@
 // exact-token guarantees (deltas = stored bytes, replay = a full KV hit), toolChoice,
 // parallelToolCalls: false, and the errors raised before decoding starts.
 import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { LlamuxError, loadModel, type Context, type GenerateEvent, type GenerateResult, type GenerateTool, type Model } from '../../src/index.js';
 import { parseToolCallSpan } from '../../src/chat/tool-calls.js';
 import { collectEvents, markersOf, ONE_THREAD, script, testModel, type TestModelName } from '../helpers/models.js';
+import { tinyModelPath } from '../helpers/paths.js';
 
 const EXACT = { temperature: 1, topK: 0, topP: 1, minP: 0 } as const;
 const SEEDS = Array.from({ length: 20 }, (_, i) => 11 + i * 7919);
@@ -50,6 +52,14 @@ describe('generate({ tools }) on a model that writes a broken call', () => {
     expect(r.toolCalls[0]!.text).toBe(GOOD_CALL);
     expect(parseToolCallSpan(r.toolCalls[0]!.text)).toEqual([{ name: 'get_weather', arguments: { city: 'Rome', days: 3 } }]);
     expect(r.finishReason).toBe('eog');
+    await ctx.dispose();
+  });
+
+  it('takes zod parameters like the tool layer does', async () => {
+    const ctx = await context('grammar-call');
+    const tool: GenerateTool = { name: 'get_weather', parameters: z.object({ city: z.string(), days: z.number().int() }) };
+    const r = await ctx.generate({ prompt: prompt('grammar-call'), temperature: 0, tools: [tool] }).result;
+    expect(r.toolCalls[0]!.text).toBe(GOOD_CALL);
     await ctx.dispose();
   });
 
@@ -175,6 +185,17 @@ describe('errors before decoding starts', () => {
     await ctx.dispose();
   });
 
+  it('a grammar that allows no token mid-span ends the request with GRAMMAR_FAILED, and the context goes on', async () => {
+    const ctx = await context('grammar-call');
+    const eos = testModel('grammar-call').description.eos;
+    // The body waits for the EOS token, which llama.cpp's grammar only allows once it is complete.
+    const gen = ctx.generate({ prompt: prompt('grammar-call'), temperature: 0, toolCallGrammar: `root ::= <[${eos}]>`, toolChoice: 'required' });
+    await expect(gen.result).rejects.toMatchObject({ code: 'GRAMMAR_FAILED' });
+    const r = await ctx.generate({ prompt: prompt('grammar-call'), temperature: 0, tools: [WEATHER] }).result;
+    expect(r.toolCalls[0]!.text).toBe(GOOD_CALL);
+    await ctx.dispose();
+  });
+
   it('refuses tools on a context without markers', async () => {
     const m = models.get('grammar-call') ?? (await loadModel(testModel('grammar-call').path));
     models.set('grammar-call', m);
@@ -215,5 +236,29 @@ describe('the mistral family: a list of calls ended by EOS', () => {
     expect(one.finishReason).toBe('eog');
     expect(parseToolCallSpan(one.toolCalls[0]!.text)).toEqual([{ name: 'get_weather', arguments: { city: 'Rome' } }]);
     await ctx.dispose();
+  });
+});
+
+describe('the greedy shortcut', () => {
+  it('picks what a full mask picks: greedy spans equal topK 1 on the sampled path, on a random model', async () => {
+    const m = await loadModel(tinyModelPath);
+    const V = m.vocab.size;
+    // Rare tokens as markers: toolChoice required makes the grammar write them.
+    const ctx = await m.createContext({ ...ONE_THREAD, contextSize: 1024, toolCallMarkers: { start: [V - 1, V - 2], end: [V - 3] } });
+    const bias = Object.fromEntries(m.vocab.eogTokens.map((t) => [String(t), -Infinity]));
+    const tools: GenerateTool[] = [
+      WEATHER,
+      { name: 'search', parameters: { type: 'object', properties: { q: { type: 'string', maxLength: 12 }, n: { type: 'integer' }, tags: { type: 'array', items: { enum: ['a', 'b'] } } }, required: ['q', 'n'] } },
+    ];
+    for (const start of [1, 500, 7000]) {
+      const p = Array.from({ length: 16 }, (_, i) => 3 + ((start + i * 131) % (V - 3)));
+      const base = { prompt: p, tools, toolChoice: 'required' as const, maxTokens: 48, logitBias: bias, tokens: true };
+      const greedy = await ctx.generate({ ...base, temperature: 0 }).result;
+      const masked = await ctx.generate({ ...base, temperature: 1, topK: 1, greedyToolSyntax: false, seed: 1 }).result;
+      expect(Array.from(greedy.tokens!)).toEqual(Array.from(masked.tokens!));
+      expect(greedy.generatedTokens).toBeGreaterThan(3);
+    }
+    await ctx.dispose();
+    await m.dispose();
   });
 });
