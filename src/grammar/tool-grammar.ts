@@ -70,6 +70,7 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
   const start = req.start.map(gbnfToken).join(' ');
   const end = req.endIsEog ? '' : ` ${req.end.map(gbnfToken).join(' ')}`;
   if (req.body !== undefined) {
+    if (typeof req.choice === 'object') throw invalid('A named toolChoice needs tools: with toolCallGrammar the body grammar decides the names');
     // The caller's rules go in as written; ours are named so they do not clash.
     rules.define(TOOL_GRAMMAR_ROOT, `${start} root${end}`);
     return { gbnf: `${rules.toString()}${req.body}\n`, root: TOOL_GRAMMAR_ROOT, relaxed: [] };
