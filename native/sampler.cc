@@ -62,6 +62,7 @@ llama_token Sampler::GreedyAllowed(const llama_token_data_array &arr) {
     return x.logit > y.logit || (x.logit == y.logit && x.id < y.id);
   };
   const size_t k = std::min<size_t>(64, order_.size());
+  if (k == 0) return -1;
   std::partial_sort(order_.begin(), order_.begin() + static_cast<long>(k), order_.end(), better);
   top_.clear();
   for (size_t i = 0; i < k; i++) {
