@@ -27,6 +27,7 @@ Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
   o.Set("decodeMs", s.decodeMs);
   o.Set("prefillTokensPerSec", s.prefillTokensPerSec);
   o.Set("decodeTokensPerSec", s.decodeTokensPerSec);
+  o.Set("sampleMs", s.sampleMs);
   o.Set("cacheOutcome", s.cacheOutcome);
   o.Set("cacheTier", s.cacheTier);
   o.Set("restoreMs", s.restoreMs);
@@ -447,6 +448,12 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
     p->expectCommitted.assign(e.Data(), e.Data() + e.ElementLength());
   }
   p->greedyToolSyntax = GetBool(o, "greedyToolSyntax", true);
+  p->toolGrammar = GetString(o, "toolGrammar", "");
+  p->toolGrammarRoot = GetString(o, "toolGrammarRoot", "root");
+  p->toolRequired = GetBool(o, "toolRequired", false);
+  p->parallelToolCalls = GetBool(o, "parallelToolCalls", true);
+  p->toolEndEog = static_cast<int32_t>(GetInt(o, "toolEndEog", -1));
+  if (p->toolEndEog >= model_->n_vocab) ThrowCoded(env, ErrorCode::InvalidArgument, "toolEndEog is outside the vocabulary");
   Napi::Value stops = o.Get("stop");
   if (stops.IsArray()) {
     Napi::Array a = stops.As<Napi::Array>();

@@ -50,14 +50,14 @@ void Output::CloseSpan(Request &r, bool truncated) {
   r.spanIndex++;
 }
 
-// Routes what the marker matcher released. Returns true when a stop string completed.
-bool Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs) {
+// Routes what the marker matcher released.
+const char *Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs) {
   for (const auto &o : outs) {
     switch (o.kind) {
       case MarkerMatcher::Kind::Text:
         for (llama_token t : o.tokens) {
           if (r.p->tokens) r.pendingTokens.push_back(t);
-          if (r.text->Push(Piece(t, r.p->renderSpecial), &r.pendingText)) return true;
+          if (r.text->Push(Piece(t, r.p->renderSpecial), &r.pendingText)) return "stop";
         }
         break;
       case MarkerMatcher::Kind::Open: {
@@ -68,6 +68,11 @@ bool Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output>
         r.spanTokens.assign(o.tokens.begin(), o.tokens.end());
         r.spanText.clear();
         r.spanStream = std::make_unique<TextStream>();
+        // The tool grammar covers the span from its start marker: feed it the marker unless it
+        // is already active (toolChoice required: it produced the marker).
+        if (r.sampler.HasToolGrammar() && !r.sampler.ToolGrammarActive() && !r.sampler.StartToolGrammar(o.tokens)) {
+          return kGrammarFailed;
+        }
         Event ev;
         ev.type = EventType::ToolCallStart;
         ev.id = r.p->id;
@@ -87,10 +92,12 @@ bool Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output>
       case MarkerMatcher::Kind::Close:
         r.spanTokens.insert(r.spanTokens.end(), o.tokens.begin(), o.tokens.end());
         CloseSpan(r, false);
+        r.sampler.StopToolGrammar();
+        if (!r.p->parallelToolCalls) return "toolCall";
         break;
     }
   }
-  return false;
+  return nullptr;
 }
 
 const char *Output::OnToken(Request &r, llama_token tok, size_t nCtxSeq) {
@@ -111,17 +118,17 @@ const char *Output::OnToken(Request &r, llama_token tok, size_t nCtxSeq) {
   }
   r.tokens.push_back(tok);
   r.nGenerated++;
-  bool stopped;
+  const char *ended = nullptr;
   if (r.matcher) {
     outs_.clear();
     r.matcher->Push(tok, &outs_);
-    stopped = ProcessOutputs(r, outs_);
+    ended = ProcessOutputs(r, outs_);
     if (r.p->greedyToolSyntax) r.sampler.UseGreedy(r.matcher->WantsGreedy());
   } else {
     if (r.p->tokens) r.pendingTokens.push_back(tok);
-    stopped = r.text->Push(Piece(tok, r.p->renderSpecial), &r.pendingText);
+    if (r.text->Push(Piece(tok, r.p->renderSpecial), &r.pendingText)) ended = "stop";
   }
-  if (stopped) return "stop";
+  if (ended != nullptr) return ended;
   if (r.p->maxTokens >= 0 && r.nGenerated >= r.p->maxTokens) return "length";
   if (r.tokens.size() >= nCtxSeq) return "length";
   return nullptr;

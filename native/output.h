@@ -23,8 +23,12 @@ class Output {
   Output(const llama_vocab *vocab, const MarkerSet *markers, Flush flush)
       : vocab_(vocab), markers_(markers), flush_(std::move(flush)) {}
 
+  // Returned by OnToken when the tool-call grammar could not start on a span (the request fails).
+  static constexpr const char *kGrammarFailed = "grammar-failed";
+
   // Feeds a sampled token. Returns the finish reason when it ended the generation ("eog",
-  // "stop", "length"), nullptr when generation goes on.
+  // "stop", "length", "toolCall" after the first span without parallel tool calls),
+  // kGrammarFailed, or nullptr when generation goes on.
   const char *OnToken(Request &r, llama_token tok, size_t nCtxSeq);
 
   // The request's last events: held text is released when generation really ended there
@@ -41,7 +45,9 @@ class Output {
 
  private:
   void End(Request &r, const char *reason, const char *code, const std::string &message);
-  bool ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs);
+  // Returns "stop" (a stop string), "toolCall" (a span closed, no parallel calls),
+  // kGrammarFailed, or nullptr.
+  const char *ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs);
   void EmitPendingText(Request &r, bool evenIfEmpty);
   void EmitSpanDelta(Request &r);
   void CloseSpan(Request &r, bool truncated);

@@ -48,6 +48,14 @@ struct RequestParams {
   std::unique_ptr<SessionCommand> command;  // set: a session command, not a generation
   bool toolCalls = true;        // the `toolCalls` option: detect spans when the context has markers
   bool greedyToolSyntax = true;  // sample the wrapper syntax with the greedy chain
+  // Tool-call grammar (per request; empty: spans are unconstrained). It covers a whole span,
+  // start marker to end marker, and is active inside spans only, or from the first token when
+  // `toolRequired` (toolChoice 'required' or a named tool) until the first span closes.
+  std::string toolGrammar;
+  std::string toolGrammarRoot = "root";
+  bool toolRequired = false;
+  bool parallelToolCalls = true;  // false: generation ends when the first span closes
+  int32_t toolEndEog = -1;        // the end marker when it is one end-of-generation token
 };
 
 struct FinalStats {
@@ -61,6 +69,7 @@ struct FinalStats {
   double decodeMs = 0;
   double prefillTokensPerSec = 0;
   double decodeTokensPerSec = 0;
+  double sampleMs = 0;  // time in the sampler (chains and grammars), all tokens together
   std::string cacheOutcome = "cold";  // exact | partial | sticky | restored | cold
   std::string cacheTier;              // live | shared | ram (empty when cold)
   double restoreMs = 0;

@@ -1,6 +1,8 @@
 // Sampler chains for one request: the normal chain built from the request's settings and,
 // when tool-call markers are configured, a greedy chain for the wrapper syntax.
 // Every sampled token is accepted by both chains so penalty and grammar state never drift.
+// A tool-call grammar (per request, optional) is a third sampler: while it is active it masks
+// the candidates before whichever chain picks, and it accepts every token too.
 #pragma once
 #include <llama.h>
 
@@ -45,16 +47,36 @@ class Sampler {
   // Feeds a token to every chain; false when a chain (a grammar) rejects it.
   bool Accept(llama_token t);
 
+  // Tool-call grammar. Takes ownership of `grammar`. `endEog`: the end marker when it is one
+  // end-of-generation token (every other EOG token is then refused inside a span), else -1.
+  void SetToolGrammar(llama_sampler *grammar, llama_token endEog, const std::vector<llama_token> *eogTokens);
+  bool HasToolGrammar() const { return tool_ != nullptr; }
+  bool ToolGrammarActive() const { return toolActive_; }
+  // Starts constraining from the grammar's start, feeding it `prefix` (start-marker tokens
+  // already sampled). False when the grammar refuses them.
+  bool StartToolGrammar(const std::vector<llama_token> &prefix);
+  void StopToolGrammar() { toolActive_ = false; }
+
   void UseGreedy(bool on) { useGreedy_ = on && greedy_ != nullptr; }
   bool UsingGreedy() const { return useGreedy_; }
   bool HasGreedy() const { return greedy_ != nullptr; }
 
  private:
+  bool ToolAllows(llama_token t, float logit);
+  llama_token GreedyAllowed(const llama_token_data_array &arr);
+  void FillCandidates(const float *logits);
   llama_sampler *BuildChain(const llama_vocab *vocab, const SamplerParams &p, bool greedy, std::string *error);
 
   llama_sampler *normal_ = nullptr;
   llama_sampler *greedy_ = nullptr;
   bool useGreedy_ = false;
+  bool normalIsGreedy_ = false;  // temperature <= 0: the request's chain ends in greedy too
+  std::vector<size_t> order_;
+  std::vector<llama_token_data> top_;
+  llama_sampler *tool_ = nullptr;
+  bool toolActive_ = false;
+  llama_token toolEndEog_ = -1;
+  const std::vector<llama_token> *eogTokens_ = nullptr;
   int32_t nVocab_ = 0;
   std::vector<llama_token_data> cur_;
 };

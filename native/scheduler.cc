@@ -12,6 +12,25 @@ Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
     : model_(model), vocab_(llama_model_get_vocab(model)), cfg_(std::move(cfg)),
       output_(vocab_, &cfg_.markers, std::move(flush)) {
   nVocab_ = llama_vocab_n_tokens(vocab_);
+  for (llama_token t = 0; t < nVocab_; t++) {
+    if (llama_vocab_is_eog(vocab_, t)) eogTokens_.push_back(t);
+  }
+}
+
+bool Scheduler::InitToolGrammar(Request &r, std::string *error) {
+  const RequestParams &p = *r.p;
+  if (p.toolGrammar.empty() || !cfg_.markers.Enabled() || !p.toolCalls) return true;
+  llama_sampler *g = grammars_.Get(vocab_, p.toolGrammar, p.toolGrammarRoot);
+  if (g == nullptr) {
+    *error = "The tool-call grammar could not be parsed";
+    return false;
+  }
+  r.sampler.SetToolGrammar(g, p.toolEndEog, &eogTokens_);
+  if (p.toolRequired && !r.sampler.StartToolGrammar({})) {
+    *error = "The tool-call grammar could not start";
+    return false;
+  }
+  return true;
 }
 
 Scheduler::~Scheduler() {
@@ -220,6 +239,7 @@ void Scheduler::DrainCommands(bool wait) {
               std::to_string(sequenceContextSize_) + " (one more is needed to generate); use a larger contextSize or a shorter prompt";
     } else if (!r->sampler.Init(vocab_, r->p->sampling, cfg_.markers.Enabled() && r->p->toolCalls && r->p->greedyToolSyntax,
                                 &error)) {
+    } else if (!InitToolGrammar(*r, &error)) {
     } else {
       failed = false;
     }
@@ -362,7 +382,9 @@ void Scheduler::DecodeBatch() {
         }
       }
       if (r.logitIdx < 0) continue;
+      Clock::time_point t0 = Clock::now();
       llama_token tok = r.sampler.Sample(ctx_, r.logitIdx);
+      r.stats.sampleMs += MsBetween(t0, Clock::now());
       if (tok == -2) {
         Fail(r, ErrorCode::GrammarFailed, "The grammar allows no token at this point of the output");
         continue;
@@ -371,7 +393,13 @@ void Scheduler::DecodeBatch() {
         Fail(r, ErrorCode::DecodeFailed, "llama.cpp returned no logits for this sequence");
         continue;
       }
-      if (const char *reason = output_.OnToken(r, tok, sequenceContextSize_)) Finish(r, reason);
+      if (const char *reason = output_.OnToken(r, tok, sequenceContextSize_)) {
+        if (reason == Output::kGrammarFailed) {
+          Fail(r, ErrorCode::GrammarFailed, "The tool-call grammar refused the start marker");
+        } else {
+          Finish(r, reason);
+        }
+      }
     }
     return;
   }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "batch.h"
+#include "grammar_cache.h"
 #include "marker_matcher.h"
 #include "output.h"
 #include "request_state.h"
@@ -102,6 +103,7 @@ class Scheduler {
   // scheduler.cc: the loop
   void DrainCommands(bool wait);
   bool TokenizePrompt(Request &r, std::string *error);
+  bool InitToolGrammar(Request &r, std::string *error);
   bool Admit();
   void DecodeBatch();
   void Finish(Request &r, const char *reason);
@@ -168,6 +170,8 @@ class Scheduler {
   uint64_t finished_ = 0;  // requests that left a sequence by finishing or failing
   CacheCounters counters_;
   mutable std::vector<llama_token> scratch_;
+  GrammarCache grammars_;               // parsed tool-call grammars
+  std::vector<llama_token> eogTokens_;  // the vocabulary's end-of-generation tokens
 };
 
 }  // namespace llamux

@@ -1,5 +1,9 @@
 #include "testing.h"
 
+#include <cmath>
+#include <exception>
+
+#include "model.h"
 #include "napi_util.h"
 #include "reuse_planner.h"
 
@@ -66,12 +70,58 @@ Napi::Value PlanReuseHook(const Napi::CallbackInfo &info) {
   return out;
 }
 
+// grammarAccepts(model, gbnf, root, tokens) -> { parsed, accepted, complete }: feeds `tokens` to a
+// llama.cpp grammar sampler one at a time (a one-candidate apply, then accept); `accepted`
+// counts the tokens taken before the first refusal, `complete` says whether the grammar may
+// end after all of them (EOS allowed).
+Napi::Value GrammarAcceptsHook(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  Model *model = info.Length() > 0 ? Model::Unwrap(info[0]) : nullptr;
+  if (model == nullptr) throw Napi::TypeError::New(env, "Expected argument 0 (model) to be a Model");
+  if (info.Length() < 4 || !info[1].IsString() || !info[2].IsString() || !info[3].IsTypedArray()) {
+    throw Napi::TypeError::New(env, "Expected (model, gbnf, root, tokens: Int32Array)");
+  }
+  std::shared_ptr<ModelHandle> h = model->Handle(env);
+  std::string gbnf = info[1].As<Napi::String>().Utf8Value();
+  std::string root = info[2].As<Napi::String>().Utf8Value();
+  Napi::Int32Array toks = info[3].As<Napi::Int32Array>();
+  Napi::Object out = Napi::Object::New(env);
+  llama_sampler *g = llama_sampler_init_grammar(h->vocab, gbnf.c_str(), root.c_str());
+  out.Set("parsed", Napi::Boolean::New(env, g != nullptr));
+  int32_t accepted = 0;
+  bool complete = false;
+  if (g != nullptr) {
+    auto allows = [&](llama_token t) {
+      llama_token_data one = {t, 0.0f, 0.0f};
+      llama_token_data_array arr = {&one, 1, -1, false};
+      llama_sampler_apply(g, &arr);
+      return !(std::isinf(one.logit) && one.logit < 0);
+    };
+    try {
+      for (size_t i = 0; i < toks.ElementLength(); i++) {
+        llama_token t = toks[i];
+        if (t < 0 || t >= h->n_vocab || !allows(t)) break;
+        llama_sampler_accept(g, t);
+        accepted++;
+      }
+      if (accepted == static_cast<int32_t>(toks.ElementLength())) complete = allows(llama_vocab_eos(h->vocab));
+    } catch (const std::exception &) {
+      // a refusal llama.cpp reports by throwing: stop counting there
+    }
+    llama_sampler_free(g);
+  }
+  out.Set("accepted", Napi::Number::New(env, accepted));
+  out.Set("complete", Napi::Boolean::New(env, complete));
+  return out;
+}
+
 }  // namespace
 
 void Init(Napi::Env env, Napi::Object exports) {
   Napi::Value t = exports.Get("testing");
   Napi::Object testing = t.IsObject() ? t.As<Napi::Object>() : Napi::Object::New(env);
   testing.Set("planReuse", Napi::Function::New(env, PlanReuseHook, "planReuse"));
+  testing.Set("grammarAccepts", Napi::Function::New(env, GrammarAcceptsHook, "grammarAccepts"));
   exports.Set("testing", testing);
 }
 

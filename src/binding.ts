@@ -126,6 +126,14 @@ export interface NativeRequest {
   renderSpecial: boolean;
   toolCalls: boolean;
   greedyToolSyntax: boolean;
+  /** Tool-call grammar (GBNF) and its root rule; see src/grammar. */
+  toolGrammar?: string;
+  toolGrammarRoot?: string;
+  /** The tool grammar is active from the first token (toolChoice required / named). */
+  toolRequired?: boolean;
+  parallelToolCalls?: boolean;
+  /** The end marker when it is one end-of-generation token; -1 otherwise. */
+  toolEndEog?: number;
   temperature: number;
   topK: number;
   topP: number;
@@ -153,6 +161,7 @@ export interface NativeStats {
   decodeMs: number;
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
+  sampleMs: number;
   cacheOutcome: 'exact' | 'partial' | 'sticky' | 'restored' | 'cold';
   cacheTier: '' | 'live' | 'shared' | 'ram' | 'disk';
   restoreMs: number;
@@ -207,7 +216,7 @@ export type NativeEvent =
   | {
       type: 'final';
       id: number;
-      finishReason: 'eog' | 'stop' | 'length' | 'abort' | 'error' | 'prefill';
+      finishReason: 'eog' | 'stop' | 'length' | 'toolCall' | 'abort' | 'error' | 'prefill';
       code?: string;
       message?: string;
       stop?: string;
@@ -287,6 +296,8 @@ export interface NativeBinding {
     textStream(stops: string[], pieces: Uint8Array[]): { text: Uint8Array; deltas: Uint8Array[]; stopped: boolean; stopAt: number };
     /** native/reuse_planner.h: an omitted *Common key means that source has no entry. */
     planReuse(inputs: NativeReuseInputs): NativeReusePlan;
+    /** Feeds tokens to a llama.cpp grammar: how many it accepts, and whether it may end there. */
+    grammarAccepts(model: NativeModel, gbnf: string, root: string, tokens: Int32Array): { parsed: boolean; accepted: number; complete: boolean };
   };
   shutdownAll(): void;
   /** Serves this process's devices to RPC clients (ggml-rpc) from a native thread. */

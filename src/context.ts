@@ -5,6 +5,8 @@ import { native, type NativeCacheStats, type NativeContext, type NativeEvent, ty
 import { AsyncQueue } from './async-queue.js';
 import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
 import type { CacheReport, FinalEvent, FinishReason, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
+import { compileToolGrammar } from './grammar/index.js';
+import { isZodSchema, toolParametersJsonSchema } from './tools/tool.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
 import { toInt32Array } from './tokens.js';
@@ -360,6 +362,7 @@ export class Context {
             decodeMs: s.decodeMs,
             prefillTokensPerSec: s.prefillTokensPerSec,
             decodeTokensPerSec: s.decodeTokensPerSec,
+            sampleMs: s.sampleMs,
           },
           cache: {
             outcome: s.cacheOutcome ?? 'cold',
@@ -428,6 +431,7 @@ export class Context {
   generate(options: GenerateOptions): Generation {
     if (this.#disposed) throw this.#gone();
     const o = parseOptions(GenerateOptionsSchema, options, 'generate options');
+    const toolFields = this.#toolFields(o);
     if (this.#requests.size >= this.#maxPending) {
       throw new LlamuxError('QUEUE_FULL', `The request queue is full (${this.#requests.size} requests running or waiting); wait for some to finish or raise maxQueued`);
     }
@@ -437,7 +441,7 @@ export class Context {
       gen.onError(abortError(o.signal, 'The generation'));
       return gen;
     }
-    const req = toNativeRequest(id, o);
+    const req = { ...toNativeRequest(id, o), ...toolFields };
     if (o.sessionId) {
       req.sessionId = o.sessionId;
       req.waitForSession = o.waitForSession;
@@ -469,6 +473,45 @@ export class Context {
       gen.result.then((r) => Session.track(session, 'end', r), () => Session.track(session, 'end'));
     }
     return gen;
+  }
+
+  /**
+   * The native fields of `tools` / `toolChoice` / `parallelToolCalls` / `toolCallGrammar`:
+   * the span grammar (compiled and cached in src/grammar) and when it is active.
+   * @throws LlamuxError INVALID_ARGUMENT before anything is queued
+   */
+  #toolFields(o: ParsedGenerateOptions): Partial<NativeRequest> {
+    const fields: Partial<NativeRequest> = { parallelToolCalls: o.parallelToolCalls };
+    if (o.toolChoice === 'none') {
+      fields.toolCalls = false;
+      return fields;
+    }
+    const tools = o.tools ?? [];
+    const constrained = tools.length > 0 || o.toolCallGrammar !== undefined;
+    if (!constrained) {
+      if (o.toolChoice !== 'auto') throw new LlamuxError('INVALID_ARGUMENT', `toolChoice ${JSON.stringify(o.toolChoice)} needs tools (or toolCallGrammar)`);
+      return fields;
+    }
+    const m = this.markers;
+    if (!m) throw new LlamuxError('INVALID_ARGUMENT', 'tools need tool-call markers, and this context has none (set toolCallMarkers when creating it)');
+    if (!o.toolCalls) throw new LlamuxError('INVALID_ARGUMENT', 'tools need tool-call detection: remove toolCalls: false (or use toolChoice "none")');
+    if (o.grammar !== undefined) throw new LlamuxError('INVALID_ARGUMENT', 'grammar and tools cannot be combined: the tool grammar constrains tool-call spans, grammar the whole output');
+    const endIsEog = m.end.length === 1 && this.model.isEndOfGeneration(m.end[0]!);
+    const g = compileToolGrammar({
+      tools: tools.map((t) => ({ name: t.name, parameters: t.parameters === undefined ? undefined : isZodSchema(t.parameters) ? toolParametersJsonSchema({ parameters: t.parameters }) : t.parameters })),
+      choice: o.toolChoice,
+      family: m.preset ?? 'json',
+      start: Array.from(m.start),
+      end: Array.from(m.end),
+      endIsEog,
+      parallel: o.parallelToolCalls,
+      ...(o.toolCallGrammar !== undefined ? { body: o.toolCallGrammar } : {}),
+    });
+    fields.toolGrammar = g.gbnf;
+    fields.toolGrammarRoot = g.root;
+    fields.toolRequired = o.toolChoice !== 'auto';
+    fields.toolEndEog = endIsEog ? m.end[0]! : -1;
+    return fields;
   }
 
   /** `generate(options).result`. */
@@ -541,9 +584,10 @@ export class Context {
     const tailTokens = typeof tail === 'string' ? this.model.tokenize(tail, { addSpecial: false, parseSpecial: rest.parseSpecial ?? false }) : toInt32Array(tail);
     const o = parseOptions(GenerateOptionsSchema, { ...rest, prompt: tailTokens, sessionId }, 'continue options');
     if (this.#disposed) throw this.#gone();
+    const toolFields = this.#toolFields(o);
     const id = nextRequestId++;
     const gen = new Generation(id, o.tokens, o.highWaterMark, () => this.#native.cancel(id), (p) => this.#native.pause(id, p));
-    const req = toNativeRequest(id, o);
+    const req: NativeRequest = { ...toNativeRequest(id, o), ...toolFields };
     req.sessionId = sessionId;
     req.waitForSession = o.waitForSession;
     req.continueSession = true;

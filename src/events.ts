@@ -3,7 +3,8 @@
  * context end, or a `prefillOnly()` that warmed its prompt. Errors and aborts reject
  * instead (see LlamuxError).
  */
-export type FinishReason = 'eog' | 'stop' | 'length' | 'prefill';
+/** `toolCall`: the first tool-call span closed and `parallelToolCalls` is false. */
+export type FinishReason = 'eog' | 'stop' | 'length' | 'toolCall' | 'prefill';
 
 export interface GenerateTimings {
   /** Waiting for a free sequence. */
@@ -14,6 +15,8 @@ export interface GenerateTimings {
   decodeMs: number;
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
+  /** Time spent choosing tokens (sampler chains and grammars), all generated tokens together. */
+  sampleMs: number;
 }
 
 /** A complete tool-call span: the exact bytes between the start and end markers, and every token of the span. */

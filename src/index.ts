@@ -14,6 +14,7 @@ export type {
   ContextOptions,
   DetokenizeOptions,
   GenerateOptions,
+  GenerateTool,
   LoadModelOptions,
   PrefillOptions,
   SessionOptions,
@@ -40,6 +41,10 @@ export type {
 // ---- tool-call markers -------------------------------------------------------------------
 export { MARKER_PRESETS, detectMarkerPreset, tokenizeMarker } from './markers.js';
 export type { MarkerOption, MarkerPresetName, ResolvedMarkers, ToolCallMarkers } from './markers.js';
+
+// ---- tool grammars -----------------------------------------------------------------------
+export { compileToolGrammar } from './grammar/index.js';
+export type { ToolCallFamily, ToolChoice, ToolGrammar, ToolGrammarRequest } from './grammar/index.js';
 
 // ---- errors and logging ------------------------------------------------------------------
 export { ERROR_CODES, LlamuxError, isLlamuxError } from './errors.js';

@@ -4,6 +4,21 @@ import { z } from 'zod';
 import { LlamuxError } from './errors.js';
 import { MarkerOptionSchema } from './markers.js';
 
+const zodSchema = z.custom<z.core.$ZodType>((v) => typeof v === 'object' && v !== null && '_zod' in v, { message: 'expected a zod schema' });
+
+/** A tool the model may call (`generate({ tools })`): its arguments schema constrains tool-call spans. */
+export const GenerateToolSchema = z
+  .object({
+    name: z.string().min(1).max(256),
+    description: z.string().optional(),
+    /** JSON Schema (or a zod schema) of the arguments object; absent: the call takes no arguments. */
+    parameters: z.union([zodSchema, z.record(z.string(), z.unknown()), z.boolean()]).optional(),
+  })
+  .strict();
+export type GenerateTool = z.input<typeof GenerateToolSchema>;
+
+export const ToolChoiceSchema = z.union([z.enum(['auto', 'none', 'required']), z.object({ name: z.string().min(1) }).strict()]);
+
 const abortSignal = z.custom<AbortSignal>((v) => v instanceof AbortSignal, { message: 'expected an AbortSignal' });
 const positiveInt = z.number().int().positive();
 /** `host:port` (IPv4 address or host name: ggml-rpc's client connects over IPv4). */
@@ -146,6 +161,14 @@ export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
   toolCalls: z.boolean().default(true),
   /** Sample tool-call wrapper syntax greedily (payloads keep the request's sampler). */
   greedyToolSyntax: z.boolean().default(true),
+  /** Tools the model may call: tool-call spans are constrained to the family's call syntax, one of these names and its arguments schema. */
+  tools: z.array(GenerateToolSchema).max(512).optional(),
+  /** 'auto': free text until a span opens; 'required' / { name }: a call first; 'none': no span detection. */
+  toolChoice: ToolChoiceSchema.default('auto'),
+  /** false: generation ends when the first tool-call span closes (finishReason 'toolCall'). */
+  parallelToolCalls: z.boolean().default(true),
+  /** GBNF (rule root) for the span body between the markers, instead of the JSON call syntax built from `tools`. */
+  toolCallGrammar: z.string().min(1).optional(),
   signal: abortSignal.optional(),
   /** Pin a sequence to this session across requests: a prompt extending the last one prefills only the new tokens. */
   sessionId: z.string().min(1).max(256).optional(),

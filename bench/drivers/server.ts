@@ -52,9 +52,11 @@ export async function startBenchServer(model: Model, o: BenchServerOptions): Pro
   let grammar: string | undefined;
   let last: Promise<GenerateResult> | undefined;
   // The only harness hook: add the grammar to what the server asks its context for, and keep
-  // the engine's result (timings, reuse) of each generation.
+  // the engine's result (timings, reuse) of each generation. The forced grammar replaces the
+  // tool grammar the server asks for (the two cannot be combined).
   (ctx as { generate: typeof ctx.generate }).generate = (options) => {
-    const gen = generate(grammar !== undefined ? { ...options, grammar } : options);
+    const forced = { ...options, grammar, tools: undefined, ...(options.toolChoice === 'none' ? {} : { toolChoice: 'auto' as const }) };
+    const gen = generate(grammar !== undefined ? forced : options);
     last = gen.result;
     return gen;
   };

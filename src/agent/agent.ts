@@ -11,7 +11,7 @@ import { LlamuxError, abortError } from '../errors.js';
 import type { FinalEvent, ToolCallSpan } from '../events.js';
 import { parseOptions, type GenerateOptions } from '../options.js';
 import { runToolCalls, type RunToolCallsOptions } from '../tools/runner.js';
-import { toolToJsonSchema, type AnyTool, type ToolCall } from '../tools/tool.js';
+import { toolParametersJsonSchema, toolToJsonSchema, type AnyTool, type ToolCall } from '../tools/tool.js';
 import type {
   AgentEvent,
   AgentHeldResult,
@@ -293,6 +293,10 @@ export class Agent {
     yield { type: 'turnStart', turn, promptTokens: prompt.tokens.length, replayedCalls: prompt.replayed };
 
     const gen = this.context.generate({
+      // The tools constrain the spans (a tool grammar) unless the caller set generate.tools.
+      ...(this.#generate.tools === undefined && this.#tools.length > 0 && this.context.markers
+        ? { tools: this.#tools.map((t) => ({ name: t.name, parameters: t.parameters === undefined ? true : toolParametersJsonSchema(t) })) }
+        : {}),
       ...this.#generate,
       prompt: prompt.tokens,
       tokens: true,

@@ -17,7 +17,10 @@ export type TestModelName =
   | 'two-turn'
   | 'long-script'
   | 'demo'
-  | 'two-calls';
+  | 'two-calls'
+  | 'grammar-call'
+  | 'grammar-text'
+  | 'grammar-list';
 
 export const TEST_MODEL_NAMES: readonly TestModelName[] = [
   'single-marker',
@@ -28,6 +31,9 @@ export const TEST_MODEL_NAMES: readonly TestModelName[] = [
   'long-script',
   'demo',
   'two-calls',
+  'grammar-call',
+  'grammar-text',
+  'grammar-list',
 ];
 
 /** A fixture on disk: its path and what tests may assert. */
@@ -267,6 +273,82 @@ const twoCalls: ScriptedModelSpec = {
   ],
 };
 
+const TOOL_MARKER_SPECIAL = [
+  { text: '<tool_call>', type: 'USER_DEFINED' },
+  { text: '</tool_call>', type: 'USER_DEFINED' },
+] as const;
+
+/**
+ * `grammar-call`: a Hermes call whose greedy form is wrong three ways, each a near tie whose
+ * runner-up is right, so a tool grammar's choice is known exactly:
+ * greedy `{"name": "get_wether", "arguments": {"city": Rome, "days": "3"}}` (an unknown tool,
+ * invalid JSON, a string where an integer belongs); runner-ups `get_weather`, `▁"Rome",`, `▁3}}`.
+ */
+const grammarCall: ScriptedModelSpec = {
+  name: 'grammar-call',
+  special: TOOL_MARKER_SPECIAL,
+  markers: { toolCallStart: '<tool_call>', toolCallEnd: '</tool_call>' },
+  scripts: [
+    {
+      name: 'main',
+      prompt: sp('Weather| in| Rome| for| three| days?'),
+      continuation: [
+        '<tool_call>',
+        `{"name":${SPACE}"`,
+        { token: 'get_wether', alt: ['get_weather'] },
+        `",${SPACE}"arguments":${SPACE}{"city":`,
+        { token: `${SPACE}Rome,`, alt: [`${SPACE}"Rome",`] },
+        `${SPACE}"days":`,
+        { token: `${SPACE}"3"}}`, alt: [`${SPACE}3}}`] },
+        '</tool_call>',
+      ],
+    },
+  ],
+};
+
+/**
+ * `grammar-text`: answers in text (`▁It▁is▁42.`); the runner-up of that first token is a whole
+ * `multiply` call, so `toolChoice: 'required'` has a known result.
+ */
+const grammarText: ScriptedModelSpec = {
+  name: 'grammar-text',
+  special: TOOL_MARKER_SPECIAL,
+  markers: { toolCallStart: '<tool_call>', toolCallEnd: '</tool_call>' },
+  scripts: [
+    {
+      name: 'main',
+      prompt: sp('What| is| six| times| seven?'),
+      continuation: [
+        {
+          token: `${SPACE}It${SPACE}is${SPACE}42.`,
+          alt: ['<tool_call>', `{"name":${SPACE}"multiply",`, `${SPACE}"arguments":${SPACE}{"a":${SPACE}6,`, `${SPACE}"b":${SPACE}7}}`, '</tool_call>'],
+        },
+      ],
+    },
+  ],
+};
+
+/**
+ * `grammar-list`: Mistral-style `[TOOL_CALLS][…]</s>`, the end marker being EOS. Greedy writes
+ * two calls in the list (a near tie: the second call 55 %, `]` 45 %).
+ */
+const grammarList: ScriptedModelSpec = {
+  name: 'grammar-list',
+  special: [{ text: '[TOOL_CALLS]', type: 'CONTROL' }],
+  markers: { toolCallStart: '[TOOL_CALLS]', toolCallEnd: '</s>' },
+  scripts: [
+    {
+      name: 'main',
+      prompt: sp('Weather| and| time| in| Rome?'),
+      continuation: [
+        '[TOOL_CALLS]',
+        `[{"name":${SPACE}"get_weather",${SPACE}"arguments":${SPACE}{"city":${SPACE}"Rome"}}`,
+        { token: `,${SPACE}{"name":${SPACE}"get_time",${SPACE}"arguments":${SPACE}{"tz":${SPACE}"CET"}}]`, alt: [']'] },
+      ],
+    },
+  ],
+};
+
 /** The spec of a ready-made fixture. */
 export function testModelSpec(name: TestModelName): ScriptedModelSpec {
   switch (name) {
@@ -286,6 +368,12 @@ export function testModelSpec(name: TestModelName): ScriptedModelSpec {
       return longScript();
     case 'two-calls':
       return twoCalls;
+    case 'grammar-call':
+      return grammarCall;
+    case 'grammar-text':
+      return grammarText;
+    case 'grammar-list':
+      return grammarList;
     default:
       throw new RangeError(`Unknown test model "${String(name)}"`);
   }

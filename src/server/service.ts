@@ -297,6 +297,16 @@ export class ChatService {
         prompt: p.prompt.tokens,
         tokens: true,
         toolCalls: detect,
+        // The declared tools constrain every span (name, argument schema); tool_choice
+        // required / named forces a call first; parallel_tool_calls: false ends the
+        // generation when the first span closes.
+        ...(detect
+          ? {
+              tools: req.tools.map((t) => ({ name: t.name, ...(t.parameters !== undefined ? { parameters: t.parameters } : {}) })),
+              toolChoice: req.toolChoice,
+              parallelToolCalls: req.parallelToolCalls,
+            }
+          : {}),
         signal,
         // The conversation's sequence stays pinned to it: a prompt extending the last one
         // prefills only the new tokens. Requests of one conversation run one at a time.

@@ -48,6 +48,16 @@ describe('POST /v1/messages with the official @anthropic-ai/sdk client', () => {
     expect(m.usage.input_tokens + (m.usage.cache_read_input_tokens ?? 0)).toBeGreaterThan(100);
   });
 
+  it('tool_choice any / tool forces a tool_use where the model would answer in text', async () => {
+    const first = await ask();
+    for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true }] as const) {
+      const m = await anthropic.messages.create({ model: 'claude-any', max_tokens: 64, messages: followUp(first), tools: ANTHROPIC_TOOLS, tool_choice });
+      expect(m.stop_reason).toBe('tool_use');
+      const block = m.content.find((b) => b.type === 'tool_use');
+      expect(block?.type === 'tool_use' && [block.name, block.input]).toEqual(['get_weather', { city: 'Paris' }]);
+    }
+  });
+
   it('answers a tool_result with the earlier turn read from the cache', async () => {
     const first = await ask();
     const m = await anthropic.messages.create({ model: 'claude-any', max_tokens: 64, messages: followUp(first), tools: ANTHROPIC_TOOLS });

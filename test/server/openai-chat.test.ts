@@ -34,6 +34,22 @@ describe('POST /v1/chat/completions with the official openai client', () => {
     return [...messages, completion.choices[0]!.message, { role: 'tool', tool_call_id: call.id, content: WEATHER_RESULT }];
   }
 
+  it('tool_choice "required" forces a call where the model would answer in text; a named function likewise', async () => {
+    const { messages, completion } = await firstTurn();
+    const follow = withResult(messages, completion);
+    for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }] as const) {
+      const r = await openai.chat.completions.create({ model: 'x', messages: follow, tools: OPENAI_TOOLS, temperature: 0, tool_choice });
+      expect(r.choices[0]!.finish_reason).toBe('tool_calls');
+      const call = r.choices[0]!.message.tool_calls![0]!;
+      expect(call.type === 'function' && [call.function.name, JSON.parse(call.function.arguments)]).toEqual(['get_weather', { city: 'Paris' }]);
+    }
+  });
+
+  it('answers 400 for a tool schema no value can satisfy, before generating', async () => {
+    const bad = [{ type: 'function' as const, function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'string', enum: [1] } }, required: ['a'] } } }];
+    await expect(openai.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: QUESTION }], tools: bad })).rejects.toMatchObject({ status: 400 });
+  });
+
   it('returns a tool call in the SDK shape', async () => {
     const { completion } = await firstTurn();
     expect(completion.object).toBe('chat.completion');
@@ -215,10 +231,14 @@ describe('parallel tool calls', () => {
     ]);
   });
 
-  it('returns only the first call with parallel_tool_calls false', async () => {
+  it('returns only the first call with parallel_tool_calls false, and generates nothing after it', async () => {
     const r = await openai.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: QUESTION }], tools, parallel_tool_calls: false });
     const calls = r.choices[0]!.message.tool_calls!;
     expect(calls).toHaveLength(1);
     expect(calls[0]!.type === 'function' && calls[0]!.function.name).toBe('get_weather');
+    expect(r.choices[0]!.finish_reason).toBe('tool_calls');
+    expect(r.choices[0]!.message.content).toBeNull();
+    // <tool_call> + six body tokens + </tool_call>: the second call is never sampled.
+    expect(r.usage!.completion_tokens).toBe(8);
   });
 });

@@ -1,0 +1,28 @@
+// Parsed tool-call grammars, kept per GBNF text so a tool set that recurs (every turn of an
+// agent loop) is parsed once; each request gets a clone. Engine thread only.
+#pragma once
+#include <llama.h>
+
+#include <deque>
+#include <string>
+#include <unordered_map>
+
+namespace llamux {
+
+class GrammarCache {
+ public:
+  explicit GrammarCache(size_t limit = 32) : limit_(limit) {}
+  ~GrammarCache();
+  GrammarCache(const GrammarCache &) = delete;
+  GrammarCache &operator=(const GrammarCache &) = delete;
+
+  // A new grammar sampler for `gbnf` (the caller owns it), or nullptr when it does not parse.
+  llama_sampler *Get(const llama_vocab *vocab, const std::string &gbnf, const std::string &root);
+
+ private:
+  size_t limit_;
+  std::unordered_map<std::string, llama_sampler *> parsed_;
+  std::deque<std::string> order_;  // oldest first
+};
+
+}  // namespace llamux

@@ -1,0 +1,149 @@
+// Per-request tool-call grammars: the span between the tool-call markers, in the model
+// family's call syntax, naming one of the tools, with arguments matching that tool's schema.
+// Compiled grammars are cached per (tools, choice, family, markers, parallel).
+import { LlamuxError } from '../errors.js';
+import { RuleSet, gbnfLiteral, gbnfToken } from './gbnf.js';
+import { SchemaConverter, SchemaGrammarError } from './json-schema.js';
+
+/** A tool the model may call: its name and the JSON Schema of its arguments (an object schema). */
+export interface ToolDefinition {
+  readonly name: string;
+  readonly description?: string;
+  /** JSON Schema of the arguments object; absent: the call takes no arguments (`{}`); `true`: any object. */
+  readonly parameters?: Readonly<Record<string, unknown>> | boolean;
+}
+
+/** `auto`: free text until the model opens a span; `required`: a call first; `{ name }`: a call of that tool first; `none`: no span detection. */
+export type ToolChoice = 'auto' | 'none' | 'required' | { readonly name: string };
+
+/**
+ * Call syntax inside a span. `hermes` / `gemma4` / `json`: `{"name": …, "arguments": {…}}`;
+ * `llama3`: `{"name": …, "parameters": {…}}`; `mistral`: a JSON list of `{"name", "arguments"}` calls.
+ */
+export type ToolCallFamily = 'hermes' | 'llama3' | 'mistral' | 'gemma4' | 'json';
+
+export interface ToolGrammarRequest {
+  readonly tools: readonly ToolDefinition[];
+  readonly choice: Exclude<ToolChoice, 'none'>;
+  readonly family: ToolCallFamily;
+  /** Start marker tokens (the grammar matches these ids exactly). */
+  readonly start: readonly number[];
+  /** End marker tokens; when `endIsEog`, the grammar ends before it and the engine allows only that token. */
+  readonly end: readonly number[];
+  readonly endIsEog: boolean;
+  /** false: a span holds one call (Mistral's list gets one element). */
+  readonly parallel: boolean;
+  /** A caller's GBNF for the span body (rule `root`); replaces the family syntax and the tools' schemas. */
+  readonly body?: string;
+}
+
+export interface ToolGrammar {
+  /** GBNF; its root rule is `root` (below). */
+  readonly gbnf: string;
+  readonly root: string;
+  /** Schema keywords the grammar accepts without enforcing, as `tool: path: keyword` (empty when exact). */
+  readonly relaxed: readonly string[];
+}
+
+export const TOOL_GRAMMAR_ROOT = 'llamux-tool-span';
+
+const CACHE_LIMIT = 64;
+const cache = new Map<string, ToolGrammar>();
+const warned = new Set<string>();
+
+/** Empties the compiled-grammar cache (benchmarks). */
+export function clearToolGrammarCache(): void {
+  cache.clear();
+}
+
+function invalid(message: string): LlamuxError {
+  return new LlamuxError('INVALID_ARGUMENT', message);
+}
+
+function argsKey(family: ToolCallFamily): string {
+  return family === 'llama3' ? 'parameters' : 'arguments';
+}
+
+function compile(req: ToolGrammarRequest): ToolGrammar {
+  const rules = new RuleSet();
+  rules.name(TOOL_GRAMMAR_ROOT); // reserved first: printed first
+  const start = req.start.map(gbnfToken).join(' ');
+  const end = req.endIsEog ? '' : ` ${req.end.map(gbnfToken).join(' ')}`;
+  if (req.body !== undefined) {
+    if (typeof req.choice === 'object') throw invalid('A named toolChoice needs tools: with toolCallGrammar the body grammar decides the names');
+    // The caller's rules go in as written; ours are named so they do not clash.
+    rules.define(TOOL_GRAMMAR_ROOT, `${start} root${end}`);
+    return { gbnf: `${rules.toString()}${req.body}\n`, root: TOOL_GRAMMAR_ROOT, relaxed: [] };
+  }
+  const names = new Set<string>();
+  for (const t of req.tools) {
+    if (names.has(t.name)) throw invalid(`Tool name "${t.name}" is given twice`);
+    names.add(t.name);
+  }
+  let tools = req.tools;
+  if (typeof req.choice === 'object') {
+    const wanted = req.choice.name;
+    tools = req.tools.filter((t) => t.name === wanted);
+    if (tools.length === 0) throw invalid(`toolChoice names "${wanted}", which is not one of the tools (${[...names].map((n) => `"${n}"`).join(', ')})`);
+  }
+  if (tools.length === 0) throw invalid(`toolChoice "${String(req.choice)}" needs at least one tool`);
+  const relaxed: string[] = [];
+  const calls: string[] = [];
+  for (const [i, tool] of tools.entries()) {
+    const params = tool.parameters ?? { type: 'object', properties: {}, additionalProperties: false };
+    const conv = new SchemaConverter(rules, params);
+    let args: string | undefined;
+    try {
+      if (typeof params === 'object' && params.type !== undefined && params.type !== 'object') {
+        throw new SchemaGrammarError('', `the arguments schema must describe an object, not ${JSON.stringify(params.type)}`);
+      }
+      // `true`: any arguments object (the tool layer's "no schema").
+      if (params === true) args = conv.prim('json-object');
+      else args = conv.convert(typeof params === 'object' && params.type === undefined ? { ...params, type: 'object' } : params, '', `t${i}-args`);
+      if (args === undefined) throw new SchemaGrammarError('', 'the schema allows no value');
+    } catch (e) {
+      if (e instanceof SchemaGrammarError) {
+        throw invalid(`Tool "${tool.name}": the parameters schema${e.path ? ` at ${e.path}` : ''} cannot be compiled to a grammar: ${e.message}`);
+      }
+      throw e;
+    }
+    for (const r of conv.relaxed) relaxed.push(`${tool.name}: ${r}`);
+    conv.prim('sp');
+    calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(`"name"`)} ":" sp ${gbnfLiteral(JSON.stringify(tool.name))} "," sp ${gbnfLiteral(`"${argsKey(req.family)}"`)} ":" sp ${args}`));
+  }
+  const call = rules.add('call', `"{" sp (${calls.join(' | ')}) sp "}"`);
+  let body: string;
+  if (req.family === 'mistral') body = req.parallel ? `"[" sp ${call} ("," sp ${call})* sp "]"` : `"[" sp ${call} sp "]"`;
+  else if (req.family === 'llama3') body = call;
+  else body = `[ \\n]? ${call} [ \\n]?`;
+  rules.define(TOOL_GRAMMAR_ROOT, `${start} ${body}${end}`);
+  return { gbnf: rules.toString(), root: TOOL_GRAMMAR_ROOT, relaxed };
+}
+
+/**
+ * The grammar of a tool-call span for these tools and this choice. Cached: the same request
+ * shape returns the same object.
+ * @throws LlamuxError INVALID_ARGUMENT: duplicate tool names, a named choice that is not a tool,
+ * `required` without tools, or a schema no value can satisfy (named by tool and JSON pointer)
+ */
+export function compileToolGrammar(req: ToolGrammarRequest): ToolGrammar {
+  const key = JSON.stringify([req.tools.map((t) => [t.name, t.parameters ?? null]), req.choice, req.family, req.start, req.end, req.endIsEog, req.parallel, req.body ?? null]);
+  const hit = cache.get(key);
+  if (hit) {
+    cache.delete(key);
+    cache.set(key, hit);
+    return hit;
+  }
+  const g = compile(req);
+  // Never silently: what the grammar does not enforce is said once per process and list.
+  const said = g.relaxed.join('; ');
+  if (said && !warned.has(said)) {
+    if (warned.size < 1024) warned.add(said);
+    process.emitWarning(`Tool grammar: schema keywords not enforced by the grammar (calls are still JSON of the right shape): ${said}`, {
+      code: 'LLAMUX_TOOL_SCHEMA_RELAXED',
+    });
+  }
+  cache.set(key, g);
+  if (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value!);
+  return g;
+}
