@@ -129,7 +129,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   };
   cfg.cacheRamBytes = static_cast<size_t>(GetNumber(o, "cacheRamBytes", static_cast<double>(256u << 20)));
   cfg.sessionTtlMs = static_cast<uint32_t>(GetNumber(o, "sessionTtlMs", 600000));
-  cfg.idleKvSpillMs = static_cast<uint32_t>(GetNumber(o, "idleKvSpillMs", 1000));
+  cfg.idleKvSpillMs = static_cast<uint32_t>(GetNumber(o, "idleKvSpillMs", 0));
   cfg.cacheDir = GetString(o, "cacheDir", "");
   cfg.diskWriteThrough = GetBool(o, "diskWriteThrough", true);
   cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));

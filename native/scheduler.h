@@ -50,7 +50,7 @@ struct ContextConfig {
   MarkerSet markers;          // tool-call markers (token ids); empty: plain text path
   size_t cacheRamBytes = 256u << 20;  // RAM tier budget; 0 disables it
   uint32_t sessionTtlMs = 600000;     // idle sessions are released after this
-  uint32_t idleKvSpillMs = 1000;      // idle KV older than this leaves a busy cache (0: never)
+  uint32_t idleKvSpillMs = 0;         // idle KV older than this leaves a busy cache (0: never)
   std::string cacheDir;               // disk tier folder ("" disables it)
   bool diskWriteThrough = true;       // write each finished request's KV to the disk tier
   uint64_t cacheDiskBytes = 4ull << 30;

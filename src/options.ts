@@ -111,9 +111,11 @@ export const ContextOptionsSchema = z
     /**
      * Idle KV older than this (ms) moves to the RAM tier while other requests decode and the
      * idle cells outnumber theirs: with unified KV, idle cells widen every running request's
-     * attention window. 0: never.
+     * attention window. 0 (default): never. Measured on a 2-core CPU, a 2,000-token idle session
+     * slowed a short request's decode by 7 %, while moving it stalled the engine for about
+     * 0.5 s (the state copy): worth it only for long decodes next to very long idle KV.
      */
-    idleKvSpillMs: z.number().int().min(0).default(1000),
+    idleKvSpillMs: z.number().int().min(0).default(0),
     /** Idle sessions release their pinned sequence after this many milliseconds. */
     sessionTtlMs: z.number().int().positive().default(600_000),
   })
@@ -142,9 +144,25 @@ export const SamplingOptionsSchema = z
   })
   .strict();
 
+/**
+ * Token ids as a plain array. One loop instead of zod's per-element schema: a 4k-token prompt
+ * validated element by element cost 1–16 ms per request.
+ */
+const tokenIdArray = z.custom<number[]>(
+  (v) => {
+    if (!Array.isArray(v)) return false;
+    for (let i = 0; i < v.length; i++) {
+      const t = v[i];
+      if (typeof t !== 'number' || !Number.isInteger(t) || t < 0) return false;
+    }
+    return true;
+  },
+  { message: 'expected token ids: an array of non-negative integers' },
+);
+
 export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
   /** Text (tokenized with the model's vocabulary) or token ids. */
-  prompt: z.union([z.string(), z.custom<Int32Array>((v) => v instanceof Int32Array, { message: 'expected an Int32Array' }), z.array(z.number().int().min(0))]),
+  prompt: z.union([z.string(), z.custom<Int32Array>((v) => v instanceof Int32Array, { message: 'expected an Int32Array' }), tokenIdArray]),
   /** Add BOS etc. when the prompt is text. */
   addSpecial: z.boolean().default(true),
   /** Parse special-token text (e.g. "<|im_start|>") in a text prompt. Off by default: never for untrusted text. */
