@@ -33,26 +33,47 @@ export async function runEngineBench(opts: EngineBenchOptions = {}): Promise<str
     const seqGen = opts.quick ? 16 : big ? 64 : 256;
     const nSeq = opts.quick ? 2 : 8;
 
-    progress(`engine: raw C++ loop on ${name}`);
-    const rawPlain = await repeat(runs, () => ({ ...runRaw(bm.path, prompt, gen, threads, 1, 'plain') }));
-    const rawSampler = await repeat(runs, () => ({ ...runRaw(bm.path, prompt, gen, threads, 1, 'llamux') }));
-    const rawPlainN = await repeat(runs, () => ({ ...runRaw(bm.path, seqPrompt, seqGen, threads, nSeq, 'plain') }));
-    const rawSamplerN = await repeat(runs, () => ({ ...runRaw(bm.path, seqPrompt, seqGen, threads, nSeq, 'llamux') }));
-    // the plain loop again, on node-llama-cpp's own prebuilt llama.cpp binaries
+    // The raw loops run in a child process between llamux's runs (run by run), so drift on a
+    // shared machine lands on every row alike instead of on whichever system ran last.
     const nlcBin = rawNlcBinary();
-    const rawNlc = nlcBin ? await repeat(runs, () => ({ ...runRaw(bm.path, prompt, gen, threads, 1, 'plain', nlcBin) })) : undefined;
-    const rawNlcN = nlcBin ? await repeat(runs, () => ({ ...runRaw(bm.path, seqPrompt, seqGen, threads, nSeq, 'plain', nlcBin) })) : undefined;
-
-    progress(`engine: llamux on ${name}`);
-    const { single, nVocab, conc } = await withLlamux(bm.path, async (model) => {
-      const single = await repeat(runs, () => llamuxSingle(model, prompt, gen, threads));
+    progress(`engine: raw C++ loops and llamux on ${name}`);
+    const { one, many, nVocab, conc } = await withLlamux(bm.path, async (model) => {
+      const one = await repeat(runs, async () => {
+        const plain = runRaw(bm.path, prompt, gen, threads, 1, 'plain');
+        const sampler = runRaw(bm.path, prompt, gen, threads, 1, 'llamux');
+        const onNlc = nlcBin ? runRaw(bm.path, prompt, gen, threads, 1, 'plain', nlcBin) : { prefillTokensPerSec: NaN, decodeTokensPerSec: NaN };
+        const l = await llamuxSingle(model, prompt, gen, threads);
+        return {
+          plainPrefill: plain.prefillTokensPerSec, plainDecode: plain.decodeTokensPerSec,
+          samplerPrefill: sampler.prefillTokensPerSec, samplerDecode: sampler.decodeTokensPerSec,
+          nlcPrefill: onNlc.prefillTokensPerSec, nlcDecode: onNlc.decodeTokensPerSec,
+          llamuxPrefill: l.prefillTokensPerSec, llamuxDecode: l.decodeTokensPerSec, llamuxTtft: l.ttftMs,
+        };
+      });
       const conc: Record<number, { aggregateDecodeTokensPerSec: Spread; ttftP50: Spread; ttftP95: Spread }> = {};
-      for (const n of opts.quick ? [1, 2] : [1, 2, 4, 8]) {
+      for (const n of opts.quick ? [1, 2] : [1, 2, 4]) {
+        if (n === nSeq) continue;
         progress(`engine: llamux ${n} sequences on ${name}`);
         conc[n] = await repeat(runs, () => llamuxConcurrent(model, n, seqPrompt, seqGen, threads));
       }
-      return { single, nVocab: model.vocab.size, conc };
+      progress(`engine: raw C++ loops and llamux, ${nSeq} sequences on ${name}`);
+      const many = await repeat(runs, async () => {
+        const plain = runRaw(bm.path, seqPrompt, seqGen, threads, nSeq, 'plain');
+        const sampler = runRaw(bm.path, seqPrompt, seqGen, threads, nSeq, 'llamux');
+        const onNlc = nlcBin ? runRaw(bm.path, seqPrompt, seqGen, threads, nSeq, 'plain', nlcBin) : { decodeTokensPerSec: NaN };
+        const l = await llamuxConcurrent(model, nSeq, seqPrompt, seqGen, threads);
+        return { plain: plain.decodeTokensPerSec, sampler: sampler.decodeTokensPerSec, nlc: onNlc.decodeTokensPerSec, ...l };
+      });
+      conc[nSeq] = { aggregateDecodeTokensPerSec: many.aggregateDecodeTokensPerSec, ttftP50: many.ttftP50, ttftP95: many.ttftP95 };
+      return { one, many, nVocab: model.vocab.size, conc };
     });
+    const rawPlain = { prefillTokensPerSec: one.plainPrefill, decodeTokensPerSec: one.plainDecode };
+    const rawSampler = { prefillTokensPerSec: one.samplerPrefill, decodeTokensPerSec: one.samplerDecode };
+    const rawNlc = nlcBin ? { prefillTokensPerSec: one.nlcPrefill, decodeTokensPerSec: one.nlcDecode } : undefined;
+    const single = { prefillTokensPerSec: one.llamuxPrefill, decodeTokensPerSec: one.llamuxDecode, ttftMs: one.llamuxTtft };
+    const rawPlainN = { decodeTokensPerSec: many.plain };
+    const rawSamplerN = { decodeTokensPerSec: many.sampler };
+    const rawNlcN = nlcBin ? { decodeTokensPerSec: many.nlc } : undefined;
     progress(`engine: node-llama-cpp on ${name}`);
     const nlc = await withNodeLlamaCpp(bm.path, (m, mod) => repeat(runs, () => nlcSingle(m, mod, nVocab, prompt, gen, threads)));
     progress(`engine: node-llama-cpp ${nSeq} sequences on ${name}`);
