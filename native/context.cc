@@ -463,11 +463,16 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
     }
   }
   ReadSampling(env, o, p->sampling, model_->n_vocab);
+  Enqueue(env, std::move(p));
+  return env.Undefined();
+}
+
+// Queues a request or a session command; throws RPC_UNAVAILABLE or QUEUE_FULL.
+void Context::Enqueue(Napi::Env env, std::unique_ptr<RequestParams> p) {
   if (!sched_) ThrowCoded(env, ErrorCode::RpcUnavailable, "The context's RPC server is gone");
   if (!sched_->Submit(std::move(p))) {
     ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
   }
-  return env.Undefined();
 }
 
 // sessionCommand({ id, op: 'end' | 'fork', sessionId, from?, wait?, sessionTtlMs? }) -> undefined;
@@ -492,10 +497,7 @@ Napi::Value Context::SessionCommand(const Napi::CallbackInfo &info) {
   p->sessionId = GetString(o, "sessionId", "");
   p->waitForSession = GetBool(o, "wait", false);
   p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
-  if (!sched_) ThrowCoded(env, ErrorCode::RpcUnavailable, "The context's RPC server is gone");
-  if (!sched_->Submit(std::move(p))) {
-    ThrowCoded(env, ErrorCode::QueueFull, "The request queue is full; wait for running requests to finish or raise maxQueued");
-  }
+  Enqueue(env, std::move(p));
   return env.Undefined();
 }
 
