@@ -188,6 +188,12 @@ bool DiskTier::Has(const std::vector<llama_token> &tokens) {
   return it != entries_.end() && it->second.tokens == tokens;
 }
 
+bool DiskTier::WouldQueue(uint64_t blobBytes) {
+  if (blobBytes > budget_) return false;
+  std::lock_guard<std::mutex> lk(mu_);
+  return queuedBytes_ + blobBytes <= kMaxQueuedBytes;
+}
+
 DiskTier::Entry *DiskTier::Lookup(const std::vector<llama_token> &prompt, size_t *common) {
   return LongestPrefix(index_, entries_, prompt, block_, common);
 }

@@ -46,6 +46,9 @@ class DiskTier {
   Entry *Lookup(const std::vector<llama_token> &prompt, size_t *common);
   // True when exactly these tokens are on disk already (a write would change nothing).
   bool Has(const std::vector<llama_token> &tokens);
+  // Whether a write of a `blobBytes` state would be queued now (budget, disk not behind):
+  // checked before the engine thread copies the state out.
+  bool WouldQueue(uint64_t blobBytes);
   // Queues a read of an entry's blob for request `requestId`; results come back via Poll().
   void Read(uint64_t requestId, const Entry &e);
   // Applies finished writes to the index (enforcing the budget) and returns finished reads.

@@ -53,6 +53,8 @@ bool StateTiers::Restore(Sequence &s, const std::vector<llama_token> &tokens, co
 
 void StateTiers::SaveToDisk(const Sequence &s) {
   if (!disk_ || !s.scope.empty() || s.tokens.size() < 16 || disk_->Has(s.tokens)) return;
+  // The copy-out runs on the engine thread: skip it when the write would be dropped anyway.
+  if (!disk_->WouldQueue(llama_state_seq_get_size(ctx_, s.seq))) return;
   std::vector<uint8_t> blob;
   if (Copy(s.seq, &blob)) disk_->Save(s.tokens, std::move(blob));
 }
