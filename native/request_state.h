@@ -23,6 +23,7 @@ struct Sequence {
   Request *req = nullptr;           // the request decoding on it, or nullptr when idle
   std::vector<llama_token> tokens;  // what this sequence's KV holds, in order (when idle)
   std::string scope;                // the cache scope that computed it (RequestParams::cacheScope)
+  bool diskDirty = false;           // write-through: its KV is not on disk yet (written when the engine idles)
   Clock::time_point lastUsed;
 };
 

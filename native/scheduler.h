@@ -110,6 +110,8 @@ class Scheduler {
   void Fail(Request &r, ErrorCode code, const std::string &message);
   void FailBatch(ErrorCode code, const std::string &message);
   void Release(Request &r, bool keepKv);
+  void WriteDirtyStates();
+  static constexpr double kWriteThroughGraceMs = 300;
   void UpdateCounters();
   void Shutdown();
 
