@@ -7,3 +7,7 @@ export function tempDirFor(name: string): string {
   mkdirSync(dir, { recursive: true });
   return dir;
 }
+
+/** node-llama-cpp is a devDependency: a machine that has only llamux's build (a lent GPU or
+ * AMX machine the bench was carried to) sets LLAMUX_BENCH_NO_NLC=1 and its rows are left out. */
+export const runNodeLlamaCpp = process.env.LLAMUX_BENCH_NO_NLC !== '1';

@@ -25,6 +25,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { applyLlamaCppPatches, llamaCppPatchIds } from './llama-patches.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(join(root, 'package.json'));
@@ -88,17 +89,26 @@ function exportFromBundle(bundle) {
   if (archive.status !== 0) throw new BuildError(`git archive of llama.cpp failed: ${archive.stderr}`);
   const tar = spawnSync('tar', ['-x', '-C', tmp], { input: archive.stdout });
   if (tar.status !== 0) throw new BuildError(`unpacking llama.cpp failed: ${tar.stderr}`);
-  writeFileSync(join(tmp, 'llamux-source.json'), `${JSON.stringify({ revision: rev || 'unknown', from: 'node-llama-cpp gitRelease.bundle', paths: LLAMA_CPP_PATHS, excluded: LLAMA_CPP_EXCLUDES }, null, 2)}\n`);
+  applyLlamaCppPatches(tmp);
+  writeFileSync(join(tmp, 'llamux-source.json'), `${JSON.stringify({ revision: rev || 'unknown', from: 'node-llama-cpp gitRelease.bundle', paths: LLAMA_CPP_PATHS, excluded: LLAMA_CPP_EXCLUDES, patches: llamaCppPatchIds }, null, 2)}\n`);
   rmSync(llamaCppDefaultDir, { recursive: true, force: true });
   renameSync(tmp, llamaCppDefaultDir);
+}
+
+function samePatches(sourceJson) {
+  const applied = JSON.parse(readFileSync(sourceJson, 'utf8')).patches ?? [];
+  return JSON.stringify(applied) === JSON.stringify(llamaCppPatchIds);
 }
 
 /** The llama.cpp source folder, or undefined when there is none and none can be made. */
 export function findLlamaCpp({ make = true } = {}) {
   if (process.env.LLAMA_CPP_DIR) return resolve(process.env.LLAMA_CPP_DIR);
   // (an older checkout had a full clone here; the pruned export replaces it)
-  if (existsSync(join(llamaCppDefaultDir, 'llamux-source.json'))) return llamaCppDefaultDir;
+  const source = join(llamaCppDefaultDir, 'llamux-source.json');
   const bundle = findBundle();
+  // A checkout re-exports when the patch list changed; a packed llamux (no bundle) builds
+  // the tree it carries.
+  if (existsSync(source) && (!bundle || !make || samePatches(source))) return llamaCppDefaultDir;
   if (!bundle || !make) return undefined;
   exportFromBundle(bundle);
   return llamaCppDefaultDir;

@@ -7,6 +7,7 @@ import { nlcConcurrent, nlcSingle, withNodeLlamaCpp } from '../drivers/node-llam
 import { rawNlcBinary, runRaw } from '../drivers/raw.js';
 import { ensureBenchModel, type BenchModelName } from '../models.js';
 import { progress, progressDone, table, writeResult, type Row } from '../report.js';
+import { runNodeLlamaCpp } from '../util.js';
 import { fmtSpread, ratio, repeat, type Spread } from '../stats.js';
 
 export interface EngineBenchOptions {
@@ -75,9 +76,9 @@ export async function runEngineBench(opts: EngineBenchOptions = {}): Promise<str
     const rawSamplerN = { decodeTokensPerSec: many.sampler };
     const rawNlcN = nlcBin ? { decodeTokensPerSec: many.nlc } : undefined;
     progress(`engine: node-llama-cpp on ${name}`);
-    const nlc = await withNodeLlamaCpp(bm.path, (m, mod) => repeat(runs, () => nlcSingle(m, mod, nVocab, prompt, gen, threads)));
+    const nlc = runNodeLlamaCpp ? await withNodeLlamaCpp(bm.path, (m, mod) => repeat(runs, () => nlcSingle(m, mod, nVocab, prompt, gen, threads))) : undefined;
     progress(`engine: node-llama-cpp ${nSeq} sequences on ${name}`);
-    const nlcN = await withNodeLlamaCpp(bm.path, (m, mod) => repeat(runs, () => nlcConcurrent(m, mod, nVocab, nSeq, seqPrompt, seqGen, threads)));
+    const nlcN = runNodeLlamaCpp ? await withNodeLlamaCpp(bm.path, (m, mod) => repeat(runs, () => nlcConcurrent(m, mod, nVocab, nSeq, seqPrompt, seqGen, threads))) : undefined;
 
     const row = (system: string, prefill: Spread, decode: Spread): Row => ({
       system,
@@ -92,7 +93,7 @@ export async function runEngineBench(opts: EngineBenchOptions = {}): Promise<str
         row("raw C++ loop, llamux's sampler work", rawSampler.prefillTokensPerSec, rawSampler.decodeTokensPerSec),
         ...(rawNlc ? [row("raw C++ loop on node-llama-cpp's prebuilt binaries, plain", rawNlc.prefillTokensPerSec, rawNlc.decodeTokensPerSec)] : []),
         row('llamux', single.prefillTokensPerSec, single.decodeTokensPerSec),
-        row('node-llama-cpp 3.21.1', nlc.prefillTokensPerSec, nlc.decodeTokensPerSec),
+        ...(nlc ? [row('node-llama-cpp 3.21.1', nlc.prefillTokensPerSec, nlc.decodeTokensPerSec)] : []),
       ]),
     );
     const aggRow = (system: string, agg: Spread): Row => ({
@@ -107,7 +108,7 @@ export async function runEngineBench(opts: EngineBenchOptions = {}): Promise<str
         aggRow("raw C++ loop, llamux's sampler work", rawSamplerN.decodeTokensPerSec),
         ...(rawNlcN ? [aggRow("raw C++ loop on node-llama-cpp's prebuilt binaries, plain", rawNlcN.decodeTokensPerSec)] : []),
         aggRow('llamux', conc[nSeq]!.aggregateDecodeTokensPerSec),
-        aggRow('node-llama-cpp 3.21.1', nlcN.aggregateDecodeTokensPerSec),
+        ...(nlcN ? [aggRow('node-llama-cpp 3.21.1', nlcN.aggregateDecodeTokensPerSec)] : []),
       ]),
     );
     const base = conc[1]!.aggregateDecodeTokensPerSec;

@@ -65,6 +65,24 @@ for (const weightType of ['Q8_0', 'Q4_0'] as const) {
       });
     }
 
+    // 16–63 new tokens over a cached KV: llama.cpp runs these through its per-row flash
+    // attention, which llamux's patch (scripts/llama-patches.mjs) moves to the tiled kernel.
+    for (const suffix of [16, 40, 63]) {
+      it(`continues ${suffix} new tokens over a 900-token cached prefix with its script`, async () => {
+        const ctx = await model.createContext({ contextSize: 1024, sequences: 1, batchSize: 512, microBatchSize: 512 });
+        try {
+          const base = promptOf(900, 0).tokens;
+          await ctx.complete({ prompt: base, maxTokens: 1, temperature: 0 });
+          const tail = promptOf(suffix, suffix % 7);
+          const r = await ctx.complete({ prompt: Int32Array.from([...base, ...tail.tokens]), maxTokens: GEN, temperature: 0, tokens: true });
+          expect(r.prefilledTokens).toBe(suffix);
+          expect([...r.tokens!]).toEqual(tail.expected);
+        } finally {
+          await ctx.dispose();
+        }
+      });
+    }
+
     it('continues 8 concurrent sequences of different lengths with their scripts', async () => {
       const ctx = await model.createContext({ contextSize: 4096, sequences: 8, batchSize: 512, microBatchSize: 512, prefixCache: false });
       try {
