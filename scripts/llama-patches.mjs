@@ -2,6 +2,7 @@
 // (a packed llamux carries the patched tree). Each names what it fixes and how it was measured;
 // each must match the source exactly once, or the export stops: a new llama.cpp release is
 // re-measured, not patched blind.
+import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -12,24 +13,50 @@ export const LLAMA_CPP_PATCHES = [
     id: 'fa-tiled-min-q',
     // CPU flash attention runs batches under 64 query rows one row at a time over the whole
     // KV, and 64 rows and up as tiles (K/V converted once per tile). Over a 3,830-token KV a
-    // 63-token batch took 3.9x as long as a 64-token one on a Sapphire Rapids CPU and 1.9x on
+    // 63-token batch took 3.4x as long as a 64-token one on a Sapphire Rapids CPU and ~2x on
     // a Zen 4 (issue 13, bench attention suite). The tiled path handles partial tiles, so it
-    // starts at LLAMUX_FA_TILED_MIN_Q rows instead (a compile definition; measured default).
+    // starts at LLAMUX_FA_TILED_MIN_Q rows (a compile definition) when the rows see most of
+    // the KV (one sequence's prompt). Rows of different sequences (a decode step of many
+    // sequences in a unified KV) each see a small part of it: the row path skips masked cells
+    // and the tiled one cannot, so those keep the row path (16 sequences: 157 vs 65 tok/s).
     file: FA_OPS,
     edits: [
       {
         find: 'static void ggml_compute_forward_flash_attn_ext_tiled(\n',
-        replace: '#ifndef LLAMUX_FA_TILED_MIN_Q\n#define LLAMUX_FA_TILED_MIN_Q 16\n#endif\n\nstatic void ggml_compute_forward_flash_attn_ext_tiled(\n',
+        replace: `#ifndef LLAMUX_FA_TILED_MIN_Q
+#define LLAMUX_FA_TILED_MIN_Q 16
+#endif
+
+// llamux: whether the first, middle and last query rows each see at least half of the KV.
+static bool llamux_fa_rows_see_most_of_kv(const ggml_tensor * mask, int64_t n_kv, int64_t n_rows) {
+    if (mask == nullptr) return true;
+    if (mask->type != GGML_TYPE_F16) return false;
+    const int64_t rows[3] = { 0, n_rows / 2, n_rows - 1 };
+    for (int64_t r : rows) {
+        const ggml_fp16_t * mp = (const ggml_fp16_t *) ((const char *) mask->data + r*mask->nb[1]);
+        int64_t visible = 0;
+        for (int64_t i = 0; i < n_kv; i++) {
+            visible += GGML_CPU_FP16_TO_FP32(mp[i]) != -INFINITY;
+        }
+        if (2*visible < n_kv) return false;
+    }
+    return true;
+}
+
+static void ggml_compute_forward_flash_attn_ext_tiled(
+`,
       },
       {
         find: '                                neq1 >= Q_TILE_SZ);\n',
-        replace: '                                neq1 >= LLAMUX_FA_TILED_MIN_Q);\n',
+        replace: '                                (neq1 >= Q_TILE_SZ || (neq1 >= LLAMUX_FA_TILED_MIN_Q && llamux_fa_rows_see_most_of_kv(dst->src[3], nek1, neq1))));\n',
       },
     ],
   },
 ];
 
-export const llamaCppPatchIds = LLAMA_CPP_PATCHES.map((p) => p.id);
+/** What deps/llama.cpp records: each patch's id and a digest of its edits, so a checkout
+ * re-exports when a patch changes. */
+export const llamaCppPatchIds = LLAMA_CPP_PATCHES.map((p) => `${p.id}@${createHash('sha256').update(JSON.stringify(p.edits)).digest('hex').slice(0, 12)}`);
 
 /** Applies every patch to the llama.cpp tree at `dir`; throws when a patch does not match. */
 export function applyLlamaCppPatches(dir) {

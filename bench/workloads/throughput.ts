@@ -62,8 +62,11 @@ export function summarize(n: number, times: number[][]): LevelResult {
   };
 }
 
-async function llamuxLevel(model: Model, n: number, promptTokens: number, genTokens: number, threads: number): Promise<LevelResult> {
-  const ctx = await model.createContext({ contextSize: n * (promptTokens + genTokens + 16) + 64, sequences: n, threads, batchThreads: threads, toolCallMarkers: false });
+async function llamuxLevel(model: Model, n: number, promptTokens: number, genTokens: number, threads: number, unifiedKv = true): Promise<LevelResult> {
+  // Unified KV: one pool of cells, and every token attends over all sequences' cells (masked).
+  // Per-sequence KV: each sequence its own contextSize / n cells, attending over its own only.
+  const contextSize = unifiedKv ? n * (promptTokens + genTokens + 16) + 64 : n * (promptTokens + genTokens + 80);
+  const ctx = await model.createContext({ contextSize, sequences: n, threads, batchThreads: threads, toolCallMarkers: false, unifiedKv });
   try {
     const bias = Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity]));
     await ctx.complete({ prompt: benchPrompt(8, model.vocab.size, 99), maxTokens: 4, temperature: 0, logitBias: bias });
@@ -158,6 +161,7 @@ export async function runThroughputBench(opts: ThroughputBenchOptions = {}): Pro
   progress(`throughput: preparing ${name}`);
   const bm = await ensureBenchModel(name);
   const llamux: LevelResult[] = [];
+  const llamuxSplit: LevelResult[] = [];
   const model = await loadModel(bm.path);
   const nVocab = model.vocab.size;
   const eogTokens = [...model.vocab.eogTokens];
@@ -165,6 +169,12 @@ export async function runThroughputBench(opts: ThroughputBenchOptions = {}): Pro
     for (const n of levels) {
       progress(`throughput: llamux, ${n} conversation${n > 1 ? 's' : ''}`);
       llamux.push(await llamuxLevel(model, n, promptTokens, genTokens, threads));
+      if (n > 1) {
+        progress(`throughput: llamux with per-sequence KV, ${n} conversations`);
+        llamuxSplit.push(await llamuxLevel(model, n, promptTokens, genTokens, threads, false));
+      } else {
+        llamuxSplit.push(llamux.at(-1)!); // one sequence: the same KV either way
+      }
     }
   } finally {
     await model.dispose();
@@ -193,11 +203,13 @@ export async function runThroughputBench(opts: ThroughputBenchOptions = {}): Pro
     return {
       conversations: n,
       'llamux decode tok/s': fmt(a.aggregateDecodeTokensPerSec),
+      'llamux per-sequence KV tok/s': fmt(llamuxSplit[i]!.aggregateDecodeTokensPerSec),
       'node-llama-cpp decode tok/s': fmt(b.aggregateDecodeTokensPerSec),
       'llamux / nlc': `${(a.aggregateDecodeTokensPerSec / b.aggregateDecodeTokensPerSec).toFixed(2)}x`,
       ...(c ? {
         'llama-server decode tok/s': fmt(c.aggregateDecodeTokensPerSec),
         'llamux / llama-server': `${(a.aggregateDecodeTokensPerSec / c.aggregateDecodeTokensPerSec).toFixed(2)}x`,
+        'per-sequence / llama-server': `${(llamuxSplit[i]!.aggregateDecodeTokensPerSec / c.aggregateDecodeTokensPerSec).toFixed(2)}x`,
       } : {}),
       'llamux end-to-end tok/s': fmt(a.endToEndTokensPerSec),
       'nlc end-to-end tok/s': fmt(b.endToEndTokensPerSec),
@@ -213,6 +225,7 @@ export async function runThroughputBench(opts: ThroughputBenchOptions = {}): Pro
     model: { name, description: bm.description, sizeBytes: bm.sizeBytes },
     settings: { threads, levels, promptTokens, genTokens },
     llamux,
+    llamuxPerSequenceKv: llamuxSplit,
     nodeLlamaCpp: nlc,
     llamaServer: ls.path ? server : { notMeasured: ls.why },
   });

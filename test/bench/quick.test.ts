@@ -43,7 +43,7 @@ const TABLE_HEADERS: Record<string, RegExp[]> = {
     /### replay: prompt tokens prefilled per turn/,
     /\| system +\| turn \d+ TTFT ms \| vs node-llama-cpp \| prefilled \| prefilled \/ new tokens \|/,
   ],
-  throughput: [/### throughput: concurrent conversations/, /\| conversations \| llamux decode tok\/s \| node-llama-cpp decode tok\/s \|/],
+  throughput: [/### throughput: concurrent conversations/, /\| conversations \| llamux decode tok\/s \| llamux per-sequence KV tok\/s \| node-llama-cpp decode tok\/s \|/],
   overhead: [/### overhead: one sequence/, /\| system +\| prefill tok\/s \| prefill vs raw \| decode tok\/s \| decode vs raw \|/],
   rpc: [/### rpc: local vs split across two loopback rpc-servers/, /\| 2 rpc-servers, loopback \| [\d.,]+ +\| [\d.,]+ +\| [\d.]+x +\| [\d.]+x +\|/],
 };
