@@ -31,6 +31,7 @@ import { benchPrompt, ensureBenchModel, type BenchModelName } from '../models.js
 import { replayPlotSubtitle, replayPlotTitle, writeReplayPlot, type PlotSeries } from '../plot.js';
 import { fmt, progress, progressDone, table, writeResult, type Row } from '../report.js';
 import { Prng } from '../../src/gguf/prng.js';
+import { fmtSpread, spread } from '../stats.js';
 
 // ---------------------------------------------------------------------------------------------
 // The conversation
@@ -396,6 +397,73 @@ async function runNodeLlamaCpp(path: string, conv: AgentConversation, eogTokens:
   });
 }
 
+interface PairedLastTurn {
+  llamux: number[];
+  nlc: number[];
+  /** llamux's TTFT / node-llama-cpp's, pair by pair */
+  ratios: number[];
+  prefilled: Array<[number, number]>;
+}
+
+/** The last turn again `repeats` times, llamux (session) and node-llama-cpp taking turns, so a
+ * slow moment of a shared machine lands on both: each starts from the state after the previous
+ * turn and prefills the last turn's new tokens (alternately the scripted ones and a
+ * same-length variant, so every repeat prefills them again). */
+async function pairedLastTurn(model: Model, path: string, conv: AgentConversation, eogTokens: readonly number[], threads: number, repeats: number): Promise<PairedLastTurn> {
+  const k = conv.prompts.length - 1;
+  const full = Array.from(conv.prompts[k]!);
+  const n = conv.newTokens[k]!;
+  const base = full.slice(0, full.length - n);
+  const variants = [full.slice(full.length - n), benchPrompt(n, model.vocab.size, 4242)];
+  const forced = conv.generated[k]!;
+  const contextSize = full.length + forced.length + 256;
+  const ctx = await model.createContext({ contextSize, sequences: 1, threads, batchThreads: threads, toolCallMarkers: false });
+  try {
+    await ctx.complete({ prompt: base, maxTokens: 1, temperature: 0, sessionId: 'agent' });
+    return await withNodeLlamaCpp(path, async (nm, m) => {
+      const nctx = await nm.createContext({ contextSize, sequences: 1, threads, batchSize: 512 });
+      try {
+        const seq = nctx.getSequence();
+        const bias = new m.TokenBias(nm.tokenizer);
+        for (const t of eogTokens) bias.set(t as never, 'never');
+        {
+          const it = seq.evaluate(base as never, { temperature: 0, tokenBias: bias });
+          await it.next();
+          await it.return(undefined);
+        }
+        const out: PairedLastTurn = { llamux: [], nlc: [], ratios: [], prefilled: [] };
+        for (let r = 0; r < repeats; r++) {
+          progress(`replay: turn ${k} again, llamux and node-llama-cpp (${r + 1}/${repeats})`);
+          const prompt = [...base, ...variants[r % 2]!];
+          let t0 = performance.now();
+          let first = -1;
+          let prefilled = -1;
+          for await (const ev of ctx.generate({ prompt, grammar: tokenGrammar(forced), temperature: 0, maxTokens: 1, sessionId: 'agent' })) {
+            if (first < 0 && ev.type !== 'final') first = performance.now() - t0;
+            if (ev.type === 'final') prefilled = ev.prefilledTokens;
+          }
+          t0 = performance.now();
+          await seq.adaptStateToTokens(prompt as never, false);
+          const start = seq.nextTokenIndex;
+          const it = seq.evaluate(prompt.slice(start) as never, { temperature: 0, tokenBias: bias });
+          await it.next();
+          const nlcMs = performance.now() - t0;
+          await it.return(undefined);
+          out.llamux.push(first);
+          out.nlc.push(nlcMs);
+          out.ratios.push(first / nlcMs);
+          out.prefilled.push([prefilled, prompt.length - start]);
+        }
+        return out;
+      } finally {
+        await nctx.dispose();
+      }
+    });
+  } finally {
+    await ctx.dispose();
+  }
+}
+
 /** llama-server with one slot: each turn's token prompt through /v1/completions; its slot keeps the common prefix. */
 async function runLlamaServer(bin: string, path: string, conv: AgentConversation, threads: number): Promise<TurnResult[]> {
   const last = conv.prompts.at(-1)!.length + conv.generated.at(-1)!.length;
@@ -442,6 +510,7 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
   let conv!: AgentConversation;
   const results: Partial<Record<SystemKey, TurnResult[]>> = {};
   let serverInfo: { promptMismatches: number[]; fallbacks: number } | undefined;
+  let paired: PairedLastTurn | undefined;
   const eogTokens = [...model.vocab.eogTokens];
   const nVocab = model.vocab.size;
   try {
@@ -452,6 +521,7 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
     results.server = s.turns;
     serverInfo = { promptMismatches: s.promptMismatches, fallbacks: s.fallbacks };
     results.nocache = await runLibrary(model, conv, false, threads);
+    paired = await pairedLastTurn(model, bm.path, conv, eogTokens, threads, opts.quick ? 2 : 6);
   } finally {
     await model.dispose();
   }
@@ -495,6 +565,15 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
   out.push(table(`replay: time to first token per turn, ms (${desc})`, ttftRows));
   out.push(table('replay: prompt tokens prefilled per turn', prefillRows));
   out.push(table(`replay: turn ${lastK}`, summary));
+  if (paired) {
+    const lSpread = spread(paired.llamux);
+    const nSpread = spread(paired.nlc);
+    const rSpread = spread(paired.ratios);
+    out.push(table(`replay: turn ${lastK} again, ${paired.llamux.length} times, llamux and node-llama-cpp taking turns (median, min–max)`, [
+      { system: SYSTEM_LABELS.session, 'TTFT ms': fmtSpread(lSpread), 'vs node-llama-cpp, pair by pair': `${fmtSpread(rSpread, 3)}x`, prefilled: [...new Set(paired.prefilled.map((p) => p[0]))].join('/') },
+      { system: SYSTEM_LABELS.nlc, 'TTFT ms': fmtSpread(nSpread), 'vs node-llama-cpp, pair by pair': '1.000x', prefilled: [...new Set(paired.prefilled.map((p) => p[1]))].join('/') },
+    ]));
+  }
   if (!ls.path) out.push(`note: llama-server not measured (${ls.why})\n`);
   else out.push('note: llama-server writes its own assistant turns (the pinned llama-server rejects token-id grammars), so from turn 1 on it also prefills the previous scripted turn\n');
   if (serverInfo && (serverInfo.fallbacks > 0 || serverInfo.promptMismatches.length > 0)) {
@@ -522,6 +601,7 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
     systems: SYSTEM_LABELS,
     turns: results,
     server: serverInfo,
+    pairedLastTurn: paired,
     ratiosAtLastTurn: Object.fromEntries(
       keys.map((key) => [key, { ttftVsNodeLlamaCpp: results[key]![lastK]!.ttftMs / nlcLast, prefilledVsNewTokens: results[key]![lastK]!.prefilledTokens / conv.newTokens[lastK]! }]),
     ),
