@@ -286,7 +286,9 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
       const ctx = await model.createContext({ contextSize: 4096, sequences: 4, prefixCache });
       expect(ctx.cacheStats().kvCellsUsed).toBe(0);
       await ctx.prefillOnly(system);
-      await Promise.all([0, 1, 2, 3].map((i) => ctx.complete({ prompt: Int32Array.from([...system, ...model.tokenize(` user ${i}`, { addSpecial: false })]), maxTokens: 4, temperature: 0, logitBias: noEos })));
+      // A session each: every sequence keeps its request's KV, however the four are scheduled
+      // (without, a request admitted after another finished could take over its sequence).
+      await Promise.all([0, 1, 2, 3].map((i) => ctx.complete({ prompt: Int32Array.from([...system, ...model.tokenize(` user ${i}`, { addSpecial: false })]), maxTokens: 4, temperature: 0, logitBias: noEos, sessionId: `user-${i}` })));
       const st = ctx.cacheStats();
       await ctx.dispose();
       return st;
