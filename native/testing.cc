@@ -122,6 +122,7 @@ void Init(Napi::Env env, Napi::Object exports) {
   Napi::Object testing = t.IsObject() ? t.As<Napi::Object>() : Napi::Object::New(env);
   testing.Set("planReuse", Napi::Function::New(env, PlanReuseHook, "planReuse"));
   testing.Set("grammarAccepts", Napi::Function::New(env, GrammarAcceptsHook, "grammarAccepts"));
+  InitAttentionCheck(testing);
   exports.Set("testing", testing);
 }
 

@@ -8,4 +8,7 @@ namespace llamux::testing {
 // Adds planReuse(inputs) -> plan to exports.testing (reuse_planner.h).
 void Init(Napi::Env env, Napi::Object exports);
 
+// Adds flashAttentionCheck(shape) to the testing object (attention_check.cc).
+void InitAttentionCheck(Napi::Object testing);
+
 }  // namespace llamux::testing

@@ -4,9 +4,13 @@
 // re-measured, not patched blind.
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const FA_OPS = 'ggml/src/ggml-cpu/ops.cpp';
+const here = dirname(fileURLToPath(import.meta.url));
+/** Longer replacement code lives next to this script as C++ (scripts/llama-patches/). */
+const patchSource = (name) => readFileSync(join(here, 'llama-patches', name), 'utf8');
 
 export const LLAMA_CPP_PATCHES = [
   {
@@ -16,7 +20,10 @@ export const LLAMA_CPP_PATCHES = [
     // 63-token batch took 3.4x as long as a 64-token one on a Sapphire Rapids CPU and ~2x on
     // a Zen 4 (issue 13, bench attention suite). The tiled path handles partial tiles, so it
     // starts at LLAMUX_FA_TILED_MIN_Q rows (a compile definition) when the rows see most of
-    // the KV (one sequence's prompt). Rows of different sequences (a decode step of many
+    // the KV (one sequence's prompt). 6: with fa-tiled-kt a partial tile costs what its rows
+    // need, and over a 3,830-token KV (raw loop, Zen 4, 2 threads) 8 new tokens took 85 ms
+    // tiled vs 128 ms by rows, 12 took 112 vs 163, while 2-4 stay faster by rows (42-59 ms vs
+    // 68-85). Rows of different sequences (a decode step of many
     // sequences in a unified KV) each see a small part of it: the row path skips masked cells
     // and the tiled one cannot, so those keep the row path (without this check 16 concurrent
     // conversations decoded at 65 tok/s instead of 205: bench throughput suite, Zen 4).
@@ -25,7 +32,7 @@ export const LLAMA_CPP_PATCHES = [
       {
         find: 'static void ggml_compute_forward_flash_attn_ext_tiled(\n',
         replace: `#ifndef LLAMUX_FA_TILED_MIN_Q
-#define LLAMUX_FA_TILED_MIN_Q 16
+#define LLAMUX_FA_TILED_MIN_Q 6
 #endif
 
 // llamux: whether the first, middle and last query rows each see at least half of the KV.
@@ -50,6 +57,31 @@ static void ggml_compute_forward_flash_attn_ext_tiled(
       {
         find: '                                neq1 >= Q_TILE_SZ);\n',
         replace: '                                (neq1 >= Q_TILE_SZ || (neq1 >= LLAMUX_FA_TILED_MIN_Q && llamux_fa_rows_see_most_of_kv(dst->src[3], nek1, neq1))));\n',
+      },
+    ],
+  },
+  {
+    id: 'fa-tiled-kt',
+    // ggml's tiled kernel spent ~60 % of its time converting K tiles (transposed, one scalar
+    // per element, for every Q tile and head) and mask tiles (one element at a time): a
+    // 248-token prompt over a 3,830-token KV is 35 % flash attention (perf, Zen 4). The
+    // replacement (fa-tiled-kt.cpp) computes the scores transposed so K rows convert as vectors
+    // and Q is transposed once per tile, and reads a mask tile element by element only when
+    // it is mixed. Checked against ggml's reference kernel by test/native/flash-attention.test.ts.
+    file: FA_OPS,
+    edits: [
+      {
+        find: '// Reduction function: combines partial results across KV chunks\n',
+        replace: `${patchSource('fa-tiled-kt.cpp')}// Reduction function: combines partial results across KV chunks\n`,
+      },
+      {
+        find: '                ggml_compute_forward_flash_attn_ext_tiled(params, dst, ir0, ir1);\n',
+        replace: `#ifdef LLAMUX_FA_TILED_KT
+                llamux_flash_attn_ext_tiled_kt(params, dst, ir0, ir1);
+#else
+                ggml_compute_forward_flash_attn_ext_tiled(params, dst, ir0, ir1);
+#endif
+`,
       },
     ],
   },

@@ -282,6 +282,20 @@ export interface NativeReusePlan {
   tier: NativeStats['cacheTier'];
 }
 
+export interface FlashAttentionShape {
+  queries: number;
+  kv: number;
+  heads?: number;
+  kvHeads?: number;
+  headDim?: number;
+  valueDim?: number;
+  mask?: 'none' | 'causal' | 'sequences' | 'alibi' | 'holes';
+  softcap?: number;
+  kvF32?: boolean;
+  threads?: number;
+  seed?: number;
+}
+
 export interface NativeBinding {
   Model: {
     load(path: string, options: NativeLoadOptions, abortFlag: Int32Array, onProgress?: (p: number) => void): Promise<NativeModel>;
@@ -298,6 +312,9 @@ export interface NativeBinding {
     planReuse(inputs: NativeReuseInputs): NativeReusePlan;
     /** Feeds tokens to a llama.cpp grammar: how many it accepts, and whether it may end there. */
     grammarAccepts(model: NativeModel, gbnf: string, root: string, tokens: Int32Array): { parsed: boolean; accepted: number; complete: boolean };
+    /** ggml's CPU flash attention on random data: its largest absolute error against exact
+     * attention, as dispatched (`kernel`) and with ggml's reference kernel (`reference`). */
+    flashAttentionCheck(shape: FlashAttentionShape): { kernel: number; reference: number; magnitude: number };
   };
   shutdownAll(): void;
   /** Serves this process's devices to RPC clients (ggml-rpc) from a native thread. */

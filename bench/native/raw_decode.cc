@@ -74,6 +74,10 @@ int main(int argc, char **argv) {
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
   cp.no_perf = true;
+  // LLAMUX_RAW_FLASH_ATTN=on|off pins flash attention (default: llama.cpp's auto, as llamux).
+  if (const char *fa = getenv("LLAMUX_RAW_FLASH_ATTN"); fa != nullptr && *fa != '\0') {
+    cp.flash_attn_type = std::string(fa) == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED : LLAMA_FLASH_ATTN_TYPE_ENABLED;
+  }
   llama_context *ctx = llama_init_from_model(model, cp);
   if (!ctx) return 1;
   // Persistent CPU thread pools, as llama.cpp's own tools and llamux use (otherwise ggml
