@@ -6,6 +6,7 @@
 #include <ggml-backend.h>
 #include <ggml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -22,7 +23,7 @@ namespace {
 
 struct AttentionShape {
   int nQ, nKv, heads, kvHeads, dk, dv, threads;
-  std::string mask;  // none | causal | sequences | alibi | holes
+  std::string mask;  // none | causal | sequences | alibi | holes | tail | sparse
   float softcap;
   bool kvF32;
   uint32_t seed;
@@ -34,6 +35,8 @@ float MaskValue(const AttentionShape &s, int i, int j) {
   if (s.mask == "causal") return j <= pos ? 0.0f : -INFINITY;
   if (s.mask == "alibi") return j <= pos ? -static_cast<float>(pos - j) : -INFINITY;
   if (s.mask == "sequences") return (j % 4 == i % 4 && j <= pos) ? 0.0f : -INFINITY;
+  if (s.mask == "tail") return (j >= s.nKv - 96 && j <= pos) ? 0.0f : -INFINITY;  // an idle session's cells first
+  if (s.mask == "sparse") return (j == 0 || j == s.nKv / 2) ? 0.0f : -INFINITY;  // fewer visible cells than threads
   if (s.mask == "holes") {
     if (i % 17 == 5) return -INFINITY;               // a row that sees nothing
     if (j >= 64 && j < 192) return -INFINITY;        // two whole KV tiles masked for every row
@@ -192,8 +195,9 @@ Napi::Value FlashAttentionCheckHook(const Napi::CallbackInfo &info) {
     s.kvF32 = GetBool(o, "kvF32", false);
     s.mask = o.Has("mask") ? o.Get("mask").ToString().Utf8Value() : "causal";
     if (s.heads % s.kvHeads != 0) throw std::invalid_argument("heads must be a multiple of kvHeads");
-    if (s.mask != "none" && s.mask != "causal" && s.mask != "sequences" && s.mask != "alibi" && s.mask != "holes") {
-      throw std::invalid_argument("mask must be none, causal, sequences, alibi or holes");
+    const char *masks[] = {"none", "causal", "sequences", "alibi", "holes", "tail", "sparse"};
+    if (std::find(std::begin(masks), std::end(masks), s.mask) == std::end(masks)) {
+      throw std::invalid_argument("mask must be none, causal, sequences, alibi, holes, tail or sparse");
     }
     if (s.nQ > s.nKv) throw std::invalid_argument("queries must not exceed kv");
   } catch (const std::invalid_argument &e) {

@@ -289,7 +289,7 @@ export interface FlashAttentionShape {
   kvHeads?: number;
   headDim?: number;
   valueDim?: number;
-  mask?: 'none' | 'causal' | 'sequences' | 'alibi' | 'holes';
+  mask?: 'none' | 'causal' | 'sequences' | 'alibi' | 'holes' | 'tail' | 'sparse';
   softcap?: number;
   kvF32?: boolean;
   threads?: number;

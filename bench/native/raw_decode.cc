@@ -66,10 +66,14 @@ int main(int argc, char **argv) {
   const llama_vocab *vocab = llama_model_get_vocab(model);
   int nVocab = llama_vocab_n_tokens(vocab);
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = (nPrompt + (nGen > nSuffix ? nGen : nSuffix) + 16) * nSeq;
+  // LLAMUX_RAW_IDLE_TOKENS=N: a sequence of N tokens sits idle in the unified KV while the
+  // measured ones decode (the idle-KV case of the attention suite, without llamux).
+  const char *idleEnv = getenv("LLAMUX_RAW_IDLE_TOKENS");
+  const int nIdle = idleEnv != nullptr ? atoi(idleEnv) : 0;
+  cp.n_ctx = (nPrompt + (nGen > nSuffix ? nGen : nSuffix) + 16) * nSeq + nIdle;
   cp.n_batch = 512;
   cp.n_ubatch = 512;
-  cp.n_seq_max = nSeq;
+  cp.n_seq_max = nSeq + (nIdle > 0 ? 1 : 0);
   cp.kv_unified = true;
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
@@ -130,6 +134,20 @@ int main(int argc, char **argv) {
   batch.logits[0] = 1;
   if (llama_decode(ctx, batch) != 0) return 1;
   llama_memory_clear(llama_get_memory(ctx), true);
+  for (int done = 0; done < nIdle;) {
+    int n = nIdle - done < 512 ? nIdle - done : 512;
+    batch.n_tokens = 0;
+    for (int i = 0; i < n; i++) {
+      int k = batch.n_tokens++;
+      batch.token[k] = 3 + (int)(((done + i) * 40503u + 7u) % (unsigned)(nVocab - 3));
+      batch.pos[k] = done + i;
+      batch.n_seq_id[k] = 1;
+      batch.seq_id[k][0] = nSeq;
+      batch.logits[k] = 0;
+    }
+    if (llama_decode(ctx, batch) != 0) return 1;
+    done += n;
+  }
   // Prefill every sequence's prompt (deterministic pseudo-random tokens).
   std::vector<llama_token> last(nSeq);
   auto t0 = clk::now();

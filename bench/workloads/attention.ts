@@ -115,7 +115,7 @@ export async function runAttentionBench(opts: AttentionBenchOptions = {}): Promi
  * over its cells too; the default), and with idleKvSpillMs set (it moves to the RAM tier; the
  * copy happens inside the timed decode, as it would for a request that is running).
  */
-async function idleKvTax(path: string, idleTokens: number, runs: number, threads: number) {
+export async function idleKvTax(path: string, idleTokens: number, runs: number, threads: number) {
   const cases = [
     { name: 'no idle session', idle: false, idleKvSpillMs: 0 },
     { name: 'idle session kept in the KV (default)', idle: true, idleKvSpillMs: 0 },
@@ -123,12 +123,14 @@ async function idleKvTax(path: string, idleTokens: number, runs: number, threads
     { name: 'per-sequence KV (unifiedKv: false), idle session kept', idle: true, idleKvSpillMs: 0, unifiedKv: false },
   ];
   const speeds: Record<string, Spread> = {};
+  const paired: Record<string, Spread> = {};
   await withLlamux(path, async (model) => {
     const big = benchPrompt(idleTokens, model.vocab.size, 5);
     const small = benchPrompt(40, model.vocab.size, 9);
-    for (const c of cases) {
-      const values: number[] = [];
-      for (let r = 0; r < runs; r++) {
+    // Runs interleave the cases, so a slow moment of a shared machine lands on all of them.
+    const values: Record<string, number[]> = Object.fromEntries(cases.map((c) => [c.name, []]));
+    for (let r = 0; r < runs; r++) {
+      for (const c of cases) {
         progress(`attention: idle KV, ${c.name} (${r + 1}/${runs})`);
         // Per-sequence KV gives each sequence contextSize / sequences cells: twice the cells so
         // the idle session still fits.
@@ -149,12 +151,15 @@ async function idleKvTax(path: string, idleTokens: number, runs: number, threads
             if (ev.type === 'text' && t1 === 0) t1 = performance.now();
             if (ev.type === 'final') n = ev.generatedTokens;
           }
-          values.push((n - 1) / ((performance.now() - t1) / 1000));
+          values[c.name]!.push((n - 1) / ((performance.now() - t1) / 1000));
         } finally {
           await ctx.dispose();
         }
       }
-      speeds[c.name] = spread(values);
+    }
+    for (const c of cases) {
+      speeds[c.name] = spread(values[c.name]!);
+      paired[c.name] = spread(values[c.name]!.map((v, r) => v / values[cases[0]!.name]![r]!));
     }
   });
   const base = speeds[cases[0]!.name]!;
@@ -162,6 +167,7 @@ async function idleKvTax(path: string, idleTokens: number, runs: number, threads
     case: c.name,
     'decode tok/s': fmtSpread(speeds[c.name]!),
     'vs no idle session': ratio(speeds[c.name]!, base),
+    'run by run': `${fmtSpread(paired[c.name]!, 2)}x`,
   }));
-  return { idleTokens, rows, json: speeds };
+  return { idleTokens, rows, json: { speeds, runByRun: paired } };
 }

@@ -30,6 +30,14 @@ const byRows: FlashAttentionShape[] = [
   { queries: 1, kv: 900 },
   { queries: 5, kv: 300 },
   { queries: 16, kv: 640, mask: 'sequences' },
+  // masked runs the row kernel skips 32 cells at a time, and one-row steps over 512+ cells whose
+  // KV split follows the visible cells (fa-masked-kv): an idle session's cells first, few
+  // visible cells, more threads than visible cells
+  { queries: 1, kv: 900, mask: 'holes' },
+  { queries: 4, kv: 420, mask: 'holes' },
+  { queries: 1, kv: 2100, mask: 'tail', threads: 4 },
+  { queries: 1, kv: 600, mask: 'tail', threads: 3 },
+  { queries: 1, kv: 700, mask: 'sparse', threads: 4 },
 ];
 
 type Result = { kernel: number; reference: number; magnitude: number };
