@@ -111,9 +111,11 @@ export const ContextOptionsSchema = z
     /**
      * Idle KV older than this (ms) moves to the RAM tier while other requests decode and the
      * idle cells outnumber theirs: with unified KV, idle cells widen every running request's
-     * attention window. 0 (default): never. Measured on a 2-core CPU, a 2,000-token idle session
-     * slowed a short request's decode by 7 %, while moving it stalled the engine for about
-     * 0.5 s (the state copy): worth it only for long decodes next to very long idle KV.
+     * attention window. 0 (default): never. llamux's llama.cpp skips masked cells in whole runs
+     * and splits a decode step's KV between threads by visible cells, so a 2,000-token idle
+     * session now costs a short request's decode ~1 % on a 2-core CPU (5 % before, 33 % on a
+     * Sapphire Rapids CPU), while moving it stalls the engine for the state copy (~0.5 s on the
+     * bench VM): worth it only to free cells, or with an unpatched LLAMA_CPP_DIR build.
      */
     idleKvSpillMs: z.number().int().min(0).default(0),
     /** Idle sessions release their pinned sequence after this many milliseconds. */
