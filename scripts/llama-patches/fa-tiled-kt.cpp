@@ -79,6 +79,17 @@ static void llamux_gemm_at(float * C, const float * At, const float * B, int M, 
     }
 }
 
+// n rows of d values, each nb bytes after the previous one, into dst as F32 rows.
+static inline void llamux_fa_rows_to_f32(float * dst, const char * src, size_t nb, int n, int64_t d, bool f16) {
+    for (int r = 0; r < n; r++) {
+        if (f16) {
+            ggml_cpu_fp16_to_fp32((const ggml_fp16_t *) (src + r*nb), dst + r*d, d);
+        } else {
+            memcpy(dst + r*d, src + r*nb, d*sizeof(float));
+        }
+    }
+}
+
 static void llamux_flash_attn_ext_tiled_kt(
         const ggml_compute_params * params,
         ggml_tensor * dst,
@@ -203,14 +214,7 @@ static void llamux_flash_attn_ext_tiled_kt(
             }
 
             // K rows in F32 (vector conversion), then KQ^T = K * Q^T.
-            for (int tk = 0; tk < kv_tile; tk++) {
-                const char * k_data = (const char *) k->data + (ic + tk)*nbk1 + ik2*nbk2 + ik3*nbk3;
-                if (kv_f16) {
-                    ggml_cpu_fp16_to_fp32((const ggml_fp16_t *) k_data, K32 + tk*DK, DK);
-                } else {
-                    memcpy(K32 + tk*DK, k_data, DK*sizeof(float));
-                }
-            }
+            llamux_fa_rows_to_f32(K32, (const char *) k->data + ic*nbk1 + ik2*nbk2 + ik3*nbk3, nbk1, kv_tile, DK, kv_f16);
             memset(KQt, 0, KVT_SZ*qn*sizeof(float));
             simd_gemm(KQt, K32, QT, kv_tile, DK, qn);
             ggml_vec_scale_f32(kv_tile*qn, KQt, scale);
@@ -274,14 +278,7 @@ static void llamux_flash_attn_ext_tiled_kt(
             }
 
             // VKQ += P * V, P read transposed from KQt.
-            for (int tk = 0; tk < kv_tile; tk++) {
-                const char * v_data = (const char *) v->data + (ic + tk)*nbv1 + iv2*nbv2 + iv3*nbv3;
-                if (kv_f16) {
-                    ggml_cpu_fp16_to_fp32((const ggml_fp16_t *) v_data, V32 + tk*DV, DV);
-                } else {
-                    memcpy(V32 + tk*DV, v_data, DV*sizeof(float));
-                }
-            }
+            llamux_fa_rows_to_f32(V32, (const char *) v->data + ic*nbv1 + iv2*nbv2 + iv3*nbv3, nbv1, kv_tile, DV, kv_f16);
             llamux_gemm_at(VKQ32, KQt, V32, qn, kv_tile, DV);
         }
 
