@@ -9,6 +9,16 @@
 
 namespace llamux {
 
+// The most parse stacks a grammar may hold after a token. An ambiguous grammar (alternatives that
+// match the same text, nested) doubles its stacks with every level, and the engine thread checks
+// every stack against the candidates of every token: past this bound the request fails alone
+// (GRAMMAR_FAILED) instead of stalling every sequence of the context.
+constexpr size_t kMaxGrammarStacks = 256;
+
+// The parse stacks of llama.cpp's grammar sampler `s`, or of the first grammar sampler inside a
+// chain; 0 when there is none.
+size_t GrammarStackCount(const llama_sampler *s);
+
 class GrammarCache {
  public:
   explicit GrammarCache(size_t limit = 32) : limit_(limit) {}

@@ -301,6 +301,7 @@ Napi::Object Model::Init(Napi::Env env, Napi::Object exports) {
   Napi::Function ctor = DefineClass(env, "Model", {
       StaticMethod<&Model::Load>("load"),
       InstanceMethod<&Model::Tokenize>("tokenize"),
+      InstanceMethod<&Model::TokenizeAsync>("tokenizeAsync"),
       InstanceMethod<&Model::Detokenize>("detokenize"),
       InstanceMethod<&Model::TokenPiece>("tokenPiece"),
       InstanceMethod<&Model::TokenInfo>("tokenInfo"),
@@ -370,30 +371,113 @@ Napi::Value Model::Load(const Napi::CallbackInfo &info) {
   return promise;
 }
 
-// tokenize(text, addSpecial, parseSpecial) -> Int32Array
+const TokenizerIndex &ModelHandle::Tokenizer() {
+  std::call_once(tokOnce_, [this] { tok_ = std::make_unique<TokenizerIndex>(TokenizerIndex::Build(vocab)); });
+  return *tok_;
+}
+
+namespace {
+
+struct TokenizeArgs {
+  std::string text;
+  TokenizeOptions opts;
+};
+
+// (text, addSpecial, parseSpecial, cancel?: Int32Array(1), maxTokens?: number)
+TokenizeArgs ReadTokenizeArgs(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  LLAMUX_REQUIRE_STRING(info, 0, "text");
+  TokenizeArgs a;
+  a.text = info[0].As<Napi::String>().Utf8Value();
+  a.opts.addSpecial = info.Length() > 1 && info[1].ToBoolean().Value();
+  a.opts.parseSpecial = info.Length() > 2 && info[2].ToBoolean().Value();
+  if (info.Length() > 3 && info[3].IsTypedArray()) {
+    Napi::TypedArray t = info[3].As<Napi::TypedArray>();
+    if (t.TypedArrayType() != napi_int32_array || t.ElementLength() < 1) throw Napi::TypeError::New(env, "cancel must be an Int32Array of one element");
+    a.opts.cancel = t.As<Napi::Int32Array>().Data();
+  }
+  if (info.Length() > 4 && info[4].IsNumber()) {
+    double m = info[4].As<Napi::Number>().DoubleValue();
+    if (m > 0) a.opts.maxTokens = static_cast<size_t>(m);
+  }
+  if (a.text.size() > static_cast<size_t>(INT32_MAX / 4)) ThrowCoded(env, ErrorCode::InvalidArgument, "Text is too long to tokenize");
+  return a;
+}
+
+bool StatusError(TokenizeStatus st, const TokenizeOptions &o, ErrorCode *code, std::string *message) {
+  switch (st) {
+    case TokenizeStatus::Ok: return false;
+    case TokenizeStatus::Cancelled:
+      *code = ErrorCode::Aborted;
+      *message = "Tokenization was aborted";
+      return true;
+    case TokenizeStatus::TooMany:
+      *code = ErrorCode::ContextOverflow;
+      *message = "The text has more than " + std::to_string(o.maxTokens) + " tokens";
+      return true;
+    case TokenizeStatus::Failed: break;
+  }
+  *code = ErrorCode::InvalidArgument;
+  *message = "Tokenization failed";
+  return true;
+}
+
+Napi::Int32Array ToArray(Napi::Env env, const std::vector<llama_token> &out) {
+  Napi::Int32Array arr = Napi::Int32Array::New(env, out.size());
+  std::copy(out.begin(), out.end(), arr.Data());
+  return arr;
+}
+
+// Tokenizes on a libuv thread; the cancel flag (shared with JS) stops it between pieces.
+class TokenizeWorker : public Napi::AsyncWorker {
+ public:
+  TokenizeWorker(Napi::Env env, std::shared_ptr<ModelHandle> h, TokenizeArgs args, Napi::Value cancel)
+      : Napi::AsyncWorker(env, "llamux.tokenize"), deferred_(Napi::Promise::Deferred::New(env)), h_(std::move(h)), a_(std::move(args)) {
+    if (cancel.IsTypedArray()) cancelRef_ = Napi::Persistent(cancel.As<Napi::Int32Array>());
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+  void Execute() override {
+    TokenizeStatus st = BoundedTokenize(h_->vocab, h_->Tokenizer(), a_.text, a_.opts, &out_);
+    if (StatusError(st, a_.opts, &code_, &message_)) SetError(message_);
+  }
+  void OnOK() override { deferred_.Resolve(ToArray(Env(), out_)); }
+  void OnError(const Napi::Error &) override { deferred_.Reject(CodedError(Env(), code_, message_).Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<ModelHandle> h_;
+  TokenizeArgs a_;
+  Napi::Reference<Napi::Int32Array> cancelRef_;
+  std::vector<llama_token> out_;
+  ErrorCode code_ = ErrorCode::Internal;
+  std::string message_;
+};
+
+}  // namespace
+
+// tokenize(text, addSpecial, parseSpecial, cancel?, maxTokens?) -> Int32Array, in bounded
+// pieces (see tokenizer.h); the cancel flag can be set by another thread.
 Napi::Value Model::Tokenize(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   auto h = Handle(env);
-  LLAMUX_REQUIRE_STRING(info, 0, "text");
-  std::string text = info[0].As<Napi::String>().Utf8Value();
-  bool addSpecial = info.Length() > 1 && info[1].ToBoolean().Value();
-  bool parseSpecial = info.Length() > 2 && info[2].ToBoolean().Value();
-  if (text.size() > static_cast<size_t>(INT32_MAX / 2)) {
-    ThrowCoded(env, ErrorCode::InvalidArgument, "Text is too long to tokenize");
-  }
-  std::vector<llama_token> out(text.size() + 8);
-  int32_t n = llama_tokenize(h->vocab, text.data(), static_cast<int32_t>(text.size()), out.data(),
-                             static_cast<int32_t>(out.size()), addSpecial, parseSpecial);
-  if (n < 0) {
-    if (n == INT32_MIN) ThrowCoded(env, ErrorCode::InvalidArgument, "Text is too long to tokenize");
-    out.resize(static_cast<size_t>(-n));
-    n = llama_tokenize(h->vocab, text.data(), static_cast<int32_t>(text.size()), out.data(),
-                       static_cast<int32_t>(out.size()), addSpecial, parseSpecial);
-    if (n < 0) ThrowCoded(env, ErrorCode::InvalidArgument, "Tokenization failed");
-  }
-  Napi::Int32Array arr = Napi::Int32Array::New(env, static_cast<size_t>(n));
-  std::copy(out.begin(), out.begin() + n, arr.Data());
-  return arr;
+  TokenizeArgs a = ReadTokenizeArgs(info);
+  std::vector<llama_token> out;
+  TokenizeStatus st = BoundedTokenize(h->vocab, h->Tokenizer(), a.text, a.opts, &out);
+  ErrorCode code;
+  std::string message;
+  if (StatusError(st, a.opts, &code, &message)) ThrowCoded(env, code, message);
+  return ToArray(env, out);
+}
+
+// tokenizeAsync(text, addSpecial, parseSpecial, cancel?, maxTokens?) -> Promise<Int32Array>
+Napi::Value Model::TokenizeAsync(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = Handle(env);
+  TokenizeArgs a = ReadTokenizeArgs(info);
+  auto *worker = new TokenizeWorker(env, h, std::move(a), info.Length() > 3 ? info[3] : env.Undefined());
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
 }
 
 static void CheckTokens(Napi::Env env, const ModelHandle &h, const int32_t *t, size_t n) {

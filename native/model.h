@@ -4,9 +4,11 @@
 #include <napi.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "rpc.h"
+#include "tokenizer.h"
 
 namespace llamux {
 
@@ -21,7 +23,13 @@ struct ModelHandle {
   // The RPC servers holding some of its layers (nullptr for a local model). When one of
   // them dies the model is never freed: freeing would wait on the dead server forever.
   std::shared_ptr<rpc::Group> rpc;
+  // What the bounded tokenizer needs to know of the vocabulary (built on first use).
+  const TokenizerIndex &Tokenizer();
   ~ModelHandle();
+
+ private:
+  std::once_flag tokOnce_;
+  std::unique_ptr<TokenizerIndex> tok_;
 };
 
 class Model : public Napi::ObjectWrap<Model> {
@@ -36,6 +44,7 @@ class Model : public Napi::ObjectWrap<Model> {
  private:
   static Napi::Value Load(const Napi::CallbackInfo &info);
   Napi::Value Tokenize(const Napi::CallbackInfo &info);
+  Napi::Value TokenizeAsync(const Napi::CallbackInfo &info);
   Napi::Value Detokenize(const Napi::CallbackInfo &info);
   Napi::Value TokenPiece(const Napi::CallbackInfo &info);
   Napi::Value TokenInfo(const Napi::CallbackInfo &info);

@@ -1,5 +1,7 @@
 #include "sampler.h"
 
+#include "grammar_cache.h"
+
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -28,6 +30,10 @@ bool Sampler::StartToolGrammar(const std::vector<llama_token> &prefix) {
     for (llama_token t : prefix) {
       if (!ToolAllows(t, 0.0f)) return false;
       llama_sampler_accept(tool_, t);
+      if (GrammarStackCount(tool_) > kMaxGrammarStacks) {
+        overStackLimit_ = true;
+        return false;
+      }
     }
   } catch (const std::exception &) {
     return false;
@@ -109,6 +115,7 @@ llama_sampler *Sampler::BuildChain(const llama_vocab *vocab, const SamplerParams
       return nullptr;
     }
     llama_sampler_chain_add(chain, g);
+    hasGrammar_ = true;
   }
   if (greedy || p.temperature <= 0.0f) {
     llama_sampler_chain_add(chain, llama_sampler_init_greedy());
@@ -185,6 +192,13 @@ bool Sampler::Accept(llama_token t) {
     if (normal_ != nullptr) llama_sampler_accept(normal_, t);
     if (greedy_ != nullptr) llama_sampler_accept(greedy_, t);
     if (toolActive_) llama_sampler_accept(tool_, t);
+    // Bounded grammar work per token: a grammar whose parses multiplied past the cap fails
+    // this request (GRAMMAR_FAILED) before its next token costs the engine thread more.
+    if ((toolActive_ && GrammarStackCount(tool_) > kMaxGrammarStacks) ||
+        (hasGrammar_ && GrammarStackCount(normal_) > kMaxGrammarStacks)) {
+      overStackLimit_ = true;
+      return false;
+    }
     return true;
   } catch (const std::exception &) {
     return false;

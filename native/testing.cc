@@ -6,6 +6,7 @@
 #include "model.h"
 #include "napi_util.h"
 #include "reuse_planner.h"
+#include "tokenizer.h"
 
 namespace llamux::testing {
 
@@ -115,6 +116,35 @@ Napi::Value GrammarAcceptsHook(const Napi::CallbackInfo &info) {
   return out;
 }
 
+
+// tokenizeRaw(model, text, addSpecial, parseSpecial) -> Int32Array: one plain llama_tokenize call,
+// the reference the bounded tokenizer is compared with.
+// tokenizeBounded(model, text, addSpecial, parseSpecial, pieceBytes) -> Int32Array: the bounded
+// tokenizer with a chosen piece size (small pieces put many cuts into short test texts).
+Napi::Value TokenizeHook(const Napi::CallbackInfo &info, bool raw) {
+  Napi::Env env = info.Env();
+  Model *model = info.Length() > 0 ? Model::Unwrap(info[0]) : nullptr;
+  if (model == nullptr) throw Napi::TypeError::New(env, "Expected argument 0 (model) to be a Model");
+  if (info.Length() < 2 || !info[1].IsString()) throw Napi::TypeError::New(env, "Expected (model, text, addSpecial, parseSpecial)");
+  std::shared_ptr<ModelHandle> h = model->Handle(env);
+  std::string text = info[1].As<Napi::String>().Utf8Value();
+  bool addSpecial = info.Length() > 2 && info[2].ToBoolean().Value();
+  bool parseSpecial = info.Length() > 3 && info[3].ToBoolean().Value();
+  std::vector<llama_token> out;
+  if (raw) {
+    if (!WholeTokenize(h->vocab, text, addSpecial, parseSpecial, &out)) throw Napi::Error::New(env, "llama_tokenize failed");
+  } else {
+    TokenizeOptions o;
+    o.addSpecial = addSpecial;
+    o.parseSpecial = parseSpecial;
+    if (info.Length() > 4 && info[4].IsNumber()) o.pieceBytes = static_cast<size_t>(std::max(1.0, info[4].As<Napi::Number>().DoubleValue()));
+    if (BoundedTokenize(h->vocab, h->Tokenizer(), text, o, &out) != TokenizeStatus::Ok) throw Napi::Error::New(env, "bounded tokenize failed");
+  }
+  Napi::Int32Array arr = Napi::Int32Array::New(env, out.size());
+  std::copy(out.begin(), out.end(), arr.Data());
+  return arr;
+}
+
 }  // namespace
 
 void Init(Napi::Env env, Napi::Object exports) {
@@ -122,6 +152,8 @@ void Init(Napi::Env env, Napi::Object exports) {
   Napi::Object testing = t.IsObject() ? t.As<Napi::Object>() : Napi::Object::New(env);
   testing.Set("planReuse", Napi::Function::New(env, PlanReuseHook, "planReuse"));
   testing.Set("grammarAccepts", Napi::Function::New(env, GrammarAcceptsHook, "grammarAccepts"));
+  testing.Set("tokenizeRaw", Napi::Function::New(env, [](const Napi::CallbackInfo &i) { return TokenizeHook(i, true); }, "tokenizeRaw"));
+  testing.Set("tokenizeBounded", Napi::Function::New(env, [](const Napi::CallbackInfo &i) { return TokenizeHook(i, false); }, "tokenizeBounded"));
   InitAttentionCheck(testing);
   exports.Set("testing", testing);
 }

@@ -69,7 +69,10 @@ export interface NativeMetadata {
 }
 
 export interface NativeModel {
-  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array;
+  /** Bounded pieces (native/tokenizer.h); `cancel[0] !== 0` stops it (ABORTED); more than `maxTokens` throws CONTEXT_OVERFLOW. */
+  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean, cancel?: Int32Array, maxTokens?: number): Int32Array;
+  /** The same on a libuv thread. */
+  tokenizeAsync(text: string, addSpecial: boolean, parseSpecial: boolean, cancel?: Int32Array, maxTokens?: number): Promise<Int32Array>;
   detokenize(tokens: Int32Array, special: boolean): string;
   tokenPiece(token: number, special: boolean): Uint8Array;
   tokenInfo(token: number): NativeTokenInfo;
@@ -312,6 +315,10 @@ export interface NativeBinding {
     planReuse(inputs: NativeReuseInputs): NativeReusePlan;
     /** Feeds tokens to a llama.cpp grammar: how many it accepts, and whether it may end there. */
     grammarAccepts(model: NativeModel, gbnf: string, root: string, tokens: Int32Array): { parsed: boolean; accepted: number; complete: boolean };
+    /** One plain llama_tokenize call (the reference for the bounded tokenizer). */
+    tokenizeRaw(model: NativeModel, text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array;
+    /** The bounded tokenizer with a chosen piece size. */
+    tokenizeBounded(model: NativeModel, text: string, addSpecial: boolean, parseSpecial: boolean, pieceBytes: number): Int32Array;
     /** ggml's CPU flash attention on random data: its largest absolute error against exact
      * attention, as dispatched (`kernel`) and with ggml's reference kernel (`reference`). */
     flashAttentionCheck(shape: FlashAttentionShape): { kernel: number; reference: number; magnitude: number };

@@ -251,15 +251,35 @@ async function serve(args: string[]): Promise<void> {
       `  OpenAI: ${server.url}/v1   Anthropic: ${server.url}`,
     ].join('\n'),
   );
+  // SIGTERM / Ctrl-C: stop within 5 s whatever is running. close() answers or aborts the
+  // requests in flight and stops the prompt workers (their tokenizer calls stop between bounded
+  // pieces); should it still be busy after 4.5 s, or at a second signal, the process is killed.
+  let stopping = false;
   const stop = (): void => {
+    if (stopping) {
+      console.error('llamux: second signal; exiting now');
+      process.kill(process.pid, 'SIGKILL');
+      return;
+    }
+    stopping = true;
     console.log('shutting down');
+    const hard = setTimeout(() => {
+      console.error('llamux: shutting down took over 4.5 s; exiting now');
+      process.kill(process.pid, 'SIGKILL');
+    }, 4500);
     server.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
+      () => {
+        clearTimeout(hard);
+        process.exit(0);
+      },
+      () => {
+        clearTimeout(hard);
+        process.exit(1);
+      },
     );
   };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
 }
 
 function describeEvent(ev: AgentEvent): string | undefined {

@@ -19,6 +19,7 @@ export type {
   PrefillOptions,
   SessionOptions,
   TokenizeOptions,
+  TokenizeAsyncOptions,
 } from './options.js';
 export type { NativeCacheStats as CacheStats } from './binding.js';
 

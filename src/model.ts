@@ -15,6 +15,7 @@ import {
   type ContextOptions,
   type DetokenizeOptions,
   type LoadModelOptions,
+  type TokenizeAsyncOptions,
   type TokenizeOptions,
 } from './options.js';
 
@@ -88,8 +89,8 @@ const kNative = Symbol('llamux.native');
 
 /**
  * A loaded GGUF model. Create with {@link loadModel}; free with {@link Model.dispose}.
- * Tokenizer calls are synchronous (they are cheap); anything that reads files or
- * decodes runs on a native thread.
+ * Tokenizer calls are synchronous and bounded (tokenizeAsync, or tokenize with a signal, runs
+ * them off the JS thread); anything that reads files or decodes runs on a native thread.
  */
 export class Model {
   readonly path: string;
@@ -103,6 +104,7 @@ export class Model {
   #vocab: VocabInfo | undefined;
   #metadata: ModelMetadata | undefined;
   #eog: Set<number> | undefined;
+  #cancel: Int32Array | undefined;
 
   /** @internal use loadModel() */
   constructor(token: symbol, nativeModel: NativeModel, path: string, vocabOnly: boolean) {
@@ -126,16 +128,69 @@ export class Model {
     return this.#n();
   }
 
-  /** Text to token ids. `parseSpecial` turns special-token text into control tokens: never enable it for untrusted text. */
-  tokenize(text: string, options?: TokenizeOptions): Int32Array {
+  /**
+   * Text to token ids. `parseSpecial` turns special-token text into control tokens: never enable
+   * it for untrusted text. The work is bounded: the text is tokenized in pieces of a few KiB cut
+   * where no token can span (the same tokens as one llama_tokenize call), so no input hits
+   * llama.cpp's quadratic paths. With a `signal` it runs off the JS thread and returns a Promise
+   * (as {@link Model.tokenizeAsync}), rejecting with ABORTED within 100 ms of the abort.
+   */
+  tokenize(text: string, options?: TokenizeOptions): Int32Array;
+  tokenize(text: string, options: TokenizeOptions & { signal: AbortSignal }): Promise<Int32Array>;
+  tokenize(text: string, options?: TokenizeAsyncOptions): Int32Array | Promise<Int32Array> {
+    if (options?.signal !== undefined) return this.tokenizeAsync(text, options);
     const n = this.#n();
     if (typeof text !== 'string') throw new LlamuxError('INVALID_ARGUMENT', `Expected text to be a string but received ${typeof text}`);
     const o = parseOptions(TokenizeOptionsSchema, options, 'tokenize options');
     try {
-      return n.tokenize(text, o.addSpecial, o.parseSpecial);
+      return this.#cancel ? n.tokenize(text, o.addSpecial, o.parseSpecial, this.#cancel) : n.tokenize(text, o.addSpecial, o.parseSpecial);
     } catch (e) {
       throw fromNative(e);
     }
+  }
+
+  /**
+   * {@link Model.tokenize} on a libuv thread: the JS thread stays free, and `signal` stops the
+   * native work between pieces; the promise rejects with ABORTED (name AbortError) at once.
+   * @throws LlamuxError INVALID_ARGUMENT, DISPOSED, ABORTED
+   */
+  async tokenizeAsync(text: string, options?: TokenizeAsyncOptions): Promise<Int32Array> {
+    const n = this.#n();
+    if (typeof text !== 'string') throw new LlamuxError('INVALID_ARGUMENT', `Expected text to be a string but received ${typeof text}`);
+    const o = parseOptions(TokenizeOptionsSchema, options, 'tokenize options');
+    const signal = o.signal;
+    if (signal?.aborted) throw abortError(signal, 'Tokenization');
+    const cancel = new Int32Array(new SharedArrayBuffer(4));
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<never>((_, reject) => {
+      if (!signal) return;
+      onAbort = () => {
+        Atomics.store(cancel, 0, 1);
+        reject(abortError(signal, 'Tokenization'));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    aborted.catch(() => {});
+    try {
+      const work = n.tokenizeAsync(text, o.addSpecial, o.parseSpecial, cancel);
+      work.catch(() => {});
+      return await (signal ? Promise.race([work, aborted]) : work);
+    } catch (e) {
+      if (e instanceof LlamuxError) throw e;
+      const err = fromNative(e);
+      if (err.code === 'ABORTED') throw abortError(signal, 'Tokenization');
+      throw err;
+    } finally {
+      if (onAbort) signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * @internal A flag (shared with another thread) that stops every synchronous tokenize call of
+   * this model while it is non-zero (ABORTED). The server's prompt workers use it for their time cap.
+   */
+  setTokenizeCancelFlag(flag: Int32Array | undefined): void {
+    this.#cancel = flag;
   }
 
   /** Token ids to text. `special` renders control tokens (e.g. "<s>") into the text. */

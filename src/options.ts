@@ -230,9 +230,11 @@ export const PrefillOptionsSchema = z
 export type PrefillOptions = z.input<typeof PrefillOptionsSchema>;
 
 export const TokenizeOptionsSchema = z
-  .object({ addSpecial: z.boolean().default(true), parseSpecial: z.boolean().default(false) })
+  .object({ addSpecial: z.boolean().default(true), parseSpecial: z.boolean().default(false), signal: abortSignal.optional() })
   .strict();
-export type TokenizeOptions = z.input<typeof TokenizeOptionsSchema>;
+export type TokenizeOptions = Omit<z.input<typeof TokenizeOptionsSchema>, 'signal'>;
+/** tokenizeAsync options (and tokenize's when it is given a signal). */
+export type TokenizeAsyncOptions = TokenizeOptions & { signal?: AbortSignal };
 
 export const DetokenizeOptionsSchema = z.object({ special: z.boolean().default(false) }).strict();
 export type DetokenizeOptions = z.input<typeof DetokenizeOptionsSchema>;

@@ -31,12 +31,15 @@ export const testModelsDir = join(projectRoot, '.cache', 'test-models');
  * bundle that `npm install` made (scripts/build-native.mjs) into .cache/llama.cpp-models. */
 function extractLlamaCppTestData(): void {
   const out = join(projectRoot, '.cache', 'llama.cpp-models');
-  if (existsSync(join(out, 'ggml-vocab-qwen2.gguf')) && existsSync(join(out, 'templates'))) return;
+  // Vocab-only files: qwen2 (BPE); llama-spm and phi-3 (SPM), gemma-4 (many user-defined
+  // tokens) for the bounded tokenizer's equality tests.
+  const vocabs = ['qwen2', 'llama-spm', 'phi-3', 'gemma-4'].map((v) => `ggml-vocab-${v}.gguf`);
+  if (vocabs.every((v) => existsSync(join(out, v))) && existsSync(join(out, 'templates'))) return;
   const git = join(projectRoot, '.cache', 'llama.cpp.git');
   const tmp = `${out}.tmp`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
-  const archive = spawnSync('git', ['--git-dir', git, 'archive', '--format=tar', 'HEAD', 'models/templates', 'models/ggml-vocab-qwen2.gguf'], { maxBuffer: 1 << 30 });
+  const archive = spawnSync('git', ['--git-dir', git, 'archive', '--format=tar', 'HEAD', 'models/templates', ...vocabs.map((v) => `models/${v}`)], { maxBuffer: 1 << 30 });
   if (archive.status !== 0) throw new Error(`cannot extract llama.cpp's test data from ${git} (run npm install first): ${archive.stderr}`);
   const tar = spawnSync('tar', ['-x', '-C', tmp, '--strip-components=1'], { input: archive.stdout });
   if (tar.status !== 0) throw new Error(`cannot unpack llama.cpp's test data: ${tar.stderr}`);

@@ -16,6 +16,15 @@ export class SchemaGrammarError extends Error {
   }
 }
 
+/**
+ * The most alternatives a value may be parsed as at once, multiplied over nesting. Branches of an
+ * anyOf (or oneOf) that can both start the same array, or the same object key, are parsed side
+ * by side by the grammar engine, and nested ones multiply: 2 such branches 16 levels deep are
+ * 65 536 parses of one output. A schema beyond this bound, or with such a choice inside a
+ * recursive $ref, is refused (the error names the JSON pointer of the choice).
+ */
+export const MAX_AMBIGUITY = 16;
+
 /** Longest string (`maxLength`) and array (`maxItems`) bounds compiled exactly; larger ones are relaxed. */
 export const MAX_EXACT_LENGTH = 256;
 export const MAX_EXACT_ITEMS = 64;
@@ -70,6 +79,43 @@ function fits(value: unknown, types: readonly string[] | undefined): boolean {
   return types.includes(t) || (t === 'integer' && types.includes('number'));
 }
 
+type Shape = { kind: 'any' } | { kind: 'scalar' } | { kind: 'array' } | { kind: 'object'; keys: ReadonlySet<string> | '*' };
+
+/** The keys an object of this schema can start with ('*': any key). */
+function firstKeys(s: SchemaObject): ReadonlySet<string> | '*' {
+  const props = isObject(s.properties) ? Object.keys(s.properties) : [];
+  const required = new Set(Array.isArray(s.required) ? s.required.map(String) : []);
+  if (props.length === 0 && required.size === 0) return s.additionalProperties === false || s.properties !== undefined ? new Set() : '*';
+  const out = new Set<string>();
+  for (const k of props) {
+    out.add(k);
+    if (required.has(k)) return out;
+  }
+  // Required keys that are not declared come after the declared ones.
+  for (const k of required) if (!props.includes(k)) return out.add(k);
+  return out;
+}
+
+function shapesOverlap(a: readonly Shape[], b: readonly Shape[]): boolean {
+  for (const x of a) {
+    for (const y of b) {
+      if (x.kind === 'scalar' || y.kind === 'scalar') continue;
+      if (x.kind === 'any' || y.kind === 'any') return true;
+      if (x.kind === 'array' && y.kind === 'array') return true;
+      if (x.kind === 'object' && y.kind === 'object') {
+        if (x.keys === '*') {
+          if (y.keys === '*' || y.keys.size > 0) return true;
+        } else if (y.keys === '*') {
+          if (x.keys.size > 0) return true;
+        } else {
+          for (const k of x.keys) if (y.keys.has(k)) return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 function pointerEscape(key: string): string {
   return key.replace(/~/g, '~0').replace(/\//g, '~1');
 }
@@ -81,6 +127,13 @@ export class SchemaConverter {
   readonly #root: Schema;
   readonly #refs = new Map<string, string | null>();
   readonly #noted = new Set<string>();
+  /** Ambiguity along the path being converted (a product of overlapping branch counts). */
+  #factor = 1;
+  /** The largest #factor seen inside the conversion in progress. */
+  #maxFactor = 1;
+  /** Refs being converted, with #factor at their entry; done refs with the ambiguity inside them. */
+  readonly #refEntry = new Map<string, number>();
+  readonly #refInside = new Map<string, number>();
 
   constructor(rules: RuleSet, root: Schema) {
     this.#rules = rules;
@@ -104,11 +157,27 @@ export class SchemaConverter {
       delete base.anyOf;
       delete base.oneOf;
       const alts: string[] = [];
-      branches.forEach((b, i) => {
-        const merged = b === true ? base : b === false ? false : isObject(b) ? { ...base, ...b } : b;
-        const r = this.convert(merged, `${path}/${key}/${i}`, `${hint}-${i}`);
-        if (r !== undefined && !alts.includes(r)) alts.push(r);
-      });
+      const mergedBranches = branches.map((b) => (b === true ? base : b === false ? false : isObject(b) ? { ...base, ...b } : b));
+      const k = this.#overlap(mergedBranches);
+      const outer = this.#factor;
+      if (k > 1) {
+        this.#factor *= k;
+        this.#maxFactor = Math.max(this.#maxFactor, this.#factor);
+        if (this.#factor > MAX_AMBIGUITY) {
+          throw new SchemaGrammarError(
+            `${path}/${key}`,
+            `ambiguous: ${k} branches can start the same array or object, nested in other such choices (${this.#factor} parses at once, at most ${MAX_AMBIGUITY}); make the branches start differently (distinct first keys, or one array type with an anyOf of item types)`,
+          );
+        }
+      }
+      try {
+        mergedBranches.forEach((merged, i) => {
+          const r = this.convert(merged, `${path}/${key}/${i}`, `${hint}-${i}`);
+          if (r !== undefined && !alts.includes(r)) alts.push(r);
+        });
+      } finally {
+        this.#factor = outer;
+      }
       if (alts.length === 0) throw new SchemaGrammarError(path, `no ${key} branch can be satisfied`);
       return alts.length === 1 ? alts[0] : this.#rules.add(hint, alts.join(' | '));
     }
@@ -314,14 +383,19 @@ export class SchemaConverter {
     const known = this.#refs.get(ref);
     if (known !== undefined) {
       if (known === null) throw new SchemaGrammarError(`${path}/$ref`, `${ref} can have no value`);
+      const entry = this.#refEntry.get(ref);
+      if (entry !== undefined && this.#factor > entry) {
+        // Recursion through an ambiguous choice: the parses multiply with every level.
+        throw new SchemaGrammarError(`${path}/$ref`, `ambiguous recursion: ${ref} refers back to itself through anyOf branches that can start the same array or object, so the parses at once grow with every level`);
+      }
+      const inside = this.#refInside.get(ref) ?? 1;
+      if (this.#factor * inside > MAX_AMBIGUITY) {
+        throw new SchemaGrammarError(`${path}/$ref`, `ambiguous: ${ref} holds choices whose branches can start the same array or object, and here it is nested in another (${this.#factor * inside} parses at once, at most ${MAX_AMBIGUITY})`);
+      }
+      this.#maxFactor = Math.max(this.#maxFactor, this.#factor * inside);
       return known;
     }
-    let target: unknown = this.#root;
-    for (const raw of ref === '#' ? [] : ref.slice(2).split('/')) {
-      const key = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~');
-      target = isObject(target) ? target[key] : undefined;
-      if (target === undefined) throw new SchemaGrammarError(`${path}/$ref`, `${ref} does not resolve inside the schema`);
-    }
+    const target = this.#resolve(ref, `${path}/$ref`);
     // Reserve the name first so recursive schemas refer to themselves.
     const name = this.#rules.name(`ref-${ref.slice(2) || 'root'}`);
     this.#refs.set(ref, name);
@@ -329,13 +403,101 @@ export class SchemaConverter {
     delete siblings.$ref;
     const hasSiblings = Object.keys(siblings).some((k) => !['description', 'title', 'default', 'examples', '$comment'].includes(k));
     if (hasSiblings) this.#note(path, '$ref siblings (ignored: the referenced schema applies)');
-    const r = this.convert(target, ref, `${hint}-ref`);
+    const entry = this.#factor;
+    const outerMax = this.#maxFactor;
+    this.#maxFactor = entry;
+    this.#refEntry.set(ref, entry);
+    let r: string | undefined;
+    try {
+      r = this.convert(target, ref, `${hint}-ref`);
+    } finally {
+      this.#refEntry.delete(ref);
+      this.#refInside.set(ref, this.#maxFactor / entry);
+      this.#maxFactor = Math.max(outerMax, this.#maxFactor);
+    }
     if (r === undefined) {
       this.#refs.set(ref, null);
       throw new SchemaGrammarError(`${path}/$ref`, `${ref} can have no value`);
     }
     this.#rules.define(name, r);
     return name;
+  }
+
+  /** The value a local $ref points at. */
+  #resolve(ref: string, where: string): unknown {
+    let target: unknown = this.#root;
+    for (const raw of ref === '#' ? [] : ref.slice(2).split('/')) {
+      let decoded: string;
+      try {
+        decoded = decodeURIComponent(raw);
+      } catch {
+        throw new SchemaGrammarError(where, `${JSON.stringify(ref)} is not a valid JSON pointer: malformed %-encoding in ${JSON.stringify(raw)}`);
+      }
+      const key = decoded.replace(/~1/g, '/').replace(/~0/g, '~');
+      target = isObject(target) ? target[key] : undefined;
+      if (target === undefined) throw new SchemaGrammarError(where, `${ref} does not resolve inside the schema`);
+    }
+    return target;
+  }
+
+  /**
+   * How many of these branches can start the same container: the largest group that can open
+   * the same array, or an object with the same first key (any value overlaps every container).
+   * Scalars never count: their ambiguity ends within the value.
+   */
+  #overlap(branches: readonly unknown[]): number {
+    const shapes = branches.map((b) => this.#shapes(b, 0));
+    let best = 1;
+    for (let i = 0; i < shapes.length; i++) {
+      let n = 1;
+      for (let j = 0; j < shapes.length; j++) if (j !== i && shapesOverlap(shapes[i]!, shapes[j]!)) n++;
+      best = Math.max(best, n);
+    }
+    return best;
+  }
+
+  /** The containers a schema's values can open (for #overlap). */
+  #shapes(schema: unknown, depth: number): Shape[] {
+    if (schema === false) return [];
+    if (schema === true || !isObject(schema) || depth > 32) return [{ kind: 'any' }];
+    if (schema.$ref !== undefined) {
+      const ref = schema.$ref;
+      if (typeof ref !== 'string' || !(ref === '#' || ref.startsWith('#/'))) return [{ kind: 'any' }];
+      let target: unknown;
+      try {
+        target = this.#resolve(ref, '');
+      } catch {
+        return [{ kind: 'any' }];
+      }
+      return this.#shapes(target, depth + 1);
+    }
+    const branches = schema.anyOf ?? schema.oneOf;
+    if (Array.isArray(branches)) {
+      const base: Record<string, unknown> = { ...schema };
+      delete base.anyOf;
+      delete base.oneOf;
+      return branches.flatMap((b) => this.#shapes(b === true ? base : isObject(b) ? { ...base, ...b } : b, depth + 1));
+    }
+    if (Array.isArray(schema.allOf)) {
+      // Merged as convert() does; unknown shapes count as any value.
+      const merged: Record<string, unknown> = { ...schema };
+      delete merged.allOf;
+      for (const part of schema.allOf) if (isObject(part)) Object.assign(merged, part);
+      return this.#shapes(merged, depth + 1);
+    }
+    if (schema.const !== undefined || schema.enum !== undefined) return [{ kind: 'scalar' }];
+    let types: string[] | undefined;
+    try {
+      types = this.#types(schema, '') ?? this.#inferTypes(schema);
+    } catch {
+      return [{ kind: 'any' }];
+    }
+    if (types === undefined) return [{ kind: 'any' }];
+    return types.map((t): Shape => {
+      if (t === 'array') return { kind: 'array' };
+      if (t !== 'object') return { kind: 'scalar' };
+      return { kind: 'object', keys: firstKeys(schema) };
+    });
   }
 
   #mergeAllOf(s: SchemaObject, path: string): Schema {

@@ -2,10 +2,13 @@
 // llama.cpp's tokenizers are super-linear on some inputs (a run of characters the vocabulary
 // lacks, many control-token-like strings), and one such request must not stall /health and every
 // other client. Each worker loads the model file with `vocabOnly: true`. A job that runs past the
-// time cap gets a 413 at once; its worker is retired (it exits when the native call returns: a
-// thread cannot be terminated inside a native tokenizer call without aborting the process) and a
-// fresh one takes its place. At most `size` retired workers may still be running: beyond that,
-// requests wait (and get a 503 after `timeoutMs`), so hostile requests cannot pile up CPU work.
+// time cap (or whose request was aborted) gets a 413 at once, and its worker is told to stop
+// through a flag shared with it: the native tokenizer works in bounded pieces and checks the flag
+// between them, so the worker is free again within milliseconds. A worker that does not answer
+// within `cancelGraceMs` (stuck outside the tokenizer) is retired instead (it exits when its
+// native call returns: a thread cannot be terminated inside one without aborting the process) and
+// a fresh one takes its place. At most `size` retired workers may still be running: beyond that,
+// requests wait (and get a 503 after 30 s), so hostile requests cannot pile up CPU work.
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -69,7 +72,14 @@ interface Slot {
   job?: Job;
   timer?: NodeJS.Timeout;
   dead: boolean;
+  /** Shared with the worker: non-zero stops its tokenizer calls. */
+  cancel: Int32Array;
+  /** A job told to stop whose worker has not answered yet. */
+  stopping?: { id: number; at: number; timer: NodeJS.Timeout };
 }
+
+/** How long a worker told to stop may take before it is retired. */
+const cancelGraceMs = 2000;
 
 let nextJobId = 1;
 
@@ -82,8 +92,12 @@ export class PromptPool {
   readonly #zombies = new Set<Worker>();
   #closed = false;
   #waitTimer: NodeJS.Timeout | undefined;
-  /** Jobs stopped by the time cap (their worker was replaced). */
+  /** Jobs stopped by the time cap. */
   timeouts = 0;
+  /** Workers retired because they did not stop in time. */
+  retired = 0;
+  /** How long each of the last stopped jobs took to free its worker, in ms (newest last, at most 64). */
+  readonly stopLatencies: number[] = [];
 
   constructor(options: PromptPoolOptions) {
     this.#o = options;
@@ -96,7 +110,9 @@ export class PromptPool {
 
   #spawn(): Slot {
     const { entry, tsx } = entryPoints();
+    const cancel = new Int32Array(new SharedArrayBuffer(4));
     const data: PromptWorkerData & { entry: string; tsx?: string } = {
+      cancel: cancel.buffer as SharedArrayBuffer,
       modelPath: this.#o.modelPath,
       templateSource: this.#o.templateSource,
       bosToken: this.#o.bosToken,
@@ -111,6 +127,7 @@ export class PromptPool {
     let readyReject!: (e: unknown) => void;
     const slot: Slot = {
       worker,
+      cancel,
       dead: false,
       ready: new Promise<void>((resolve, reject) => {
         readyResolve = resolve;
@@ -135,6 +152,17 @@ export class PromptPool {
         this.#pump();
       } else if (m.type === 'fatal') fail(m.message);
       else {
+        if (slot.stopping && slot.stopping.id === m.id) {
+          // The job told to stop has left the worker: it is free again.
+          clearTimeout(slot.stopping.timer);
+          this.stopLatencies.push(performance.now() - slot.stopping.at);
+          if (this.stopLatencies.length > 64) this.stopLatencies.shift();
+          slot.stopping = undefined;
+          Atomics.store(slot.cancel, 0, 0);
+          if (!slot.dead) slot.worker.unref();
+          this.#pump();
+          return;
+        }
         const job = slot.job;
         if (!job || job.id !== m.id) return;
         if (m.type === 'result') {
@@ -162,6 +190,8 @@ export class PromptPool {
   #retire(slot: Slot, broken = false): void {
     slot.dead = true;
     if (slot.timer) clearTimeout(slot.timer);
+    if (slot.stopping) clearTimeout(slot.stopping.timer);
+    Atomics.store(slot.cancel, 0, 1);
     this.#slots.delete(slot);
     if (broken) {
       void slot.worker.terminate();
@@ -177,7 +207,7 @@ export class PromptPool {
     if (slot.timer) clearTimeout(slot.timer);
     slot.timer = undefined;
     slot.job = undefined;
-    if (!slot.dead) slot.worker.unref();
+    if (!slot.dead && !slot.stopping) slot.worker.unref();
     if (!job) return;
     if (job.onAbort) job.signal?.removeEventListener('abort', job.onAbort);
     settle(job);
@@ -198,7 +228,7 @@ export class PromptPool {
       let idle: Slot | undefined;
       let starting = 0;
       for (const s of this.#slots) {
-        if (s.dead || s.job) continue;
+        if (s.dead || s.job || s.stopping) continue;
         if (this.#readySlots.has(s)) {
           idle = s;
           break;
@@ -226,7 +256,7 @@ export class PromptPool {
       const slot = idle;
       slot.timer = setTimeout(() => {
         this.timeouts++;
-        this.#retire(slot);
+        this.#stop(slot);
         this.#finish(slot, (j) =>
           j.reject(
             new HttpError(
@@ -249,6 +279,26 @@ export class PromptPool {
 
 
   /**
+   * Tells a slot's worker to stop its job (the shared flag stops the tokenizer between pieces);
+   * the slot takes new jobs once the worker answers, or is retired after cancelGraceMs.
+   */
+  #stop(slot: Slot): void {
+    const job = slot.job;
+    if (!job || slot.dead) return;
+    Atomics.store(slot.cancel, 0, 1);
+    slot.stopping = {
+      id: job.id,
+      at: performance.now(),
+      timer: setTimeout(() => {
+        if (slot.dead) return;
+        this.retired++;
+        this.#retire(slot);
+        this.#pump();
+      }, cancelGraceMs),
+    };
+  }
+
+  /**
    * Renders and tokenizes a conversation in a worker.
    * @throws LlamuxError INVALID_ARGUMENT (the template refused it), ABORTED (signal); HttpError 413 (time cap)
    */
@@ -267,10 +317,12 @@ export class PromptPool {
           const queued = this.#queue.indexOf(job);
           if (queued >= 0) this.#queue.splice(queued, 1);
           else {
-            // Running: hand its slot to a fresh worker now.
+            // Running: tell its worker to stop.
             for (const s of [...this.#slots]) {
               if (s.job !== job) continue;
-              this.#retire(s);
+              this.#stop(s);
+              if (s.timer) clearTimeout(s.timer);
+              s.timer = undefined;
               s.job = undefined;
             }
           }
@@ -285,8 +337,9 @@ export class PromptPool {
   }
 
   /**
-   * Stops every worker. Idle ones are terminated; busy and retired ones leave once their native
-   * call returns (waited for up to 30 s, then left to finish unreferenced).
+   * Stops every worker. Idle ones are terminated; busy and retired ones are told to stop (their
+   * tokenizer calls return at the next piece) and leave (waited for up to 3 s, then left to
+   * finish unreferenced).
    */
   async close(): Promise<void> {
     this.#closed = true;
@@ -306,7 +359,7 @@ export class PromptPool {
     const exits = zombies.map((w) => new Promise<void>((resolve) => w.once('exit', () => resolve())));
     for (const w of zombies) w.ref();
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(exits), new Promise<void>((resolve) => (timer = setTimeout(resolve, 30_000)))]);
+    await Promise.race([Promise.all(exits), new Promise<void>((resolve) => (timer = setTimeout(resolve, 3_000)))]);
     clearTimeout(timer);
     for (const w of zombies) w.unref();
   }

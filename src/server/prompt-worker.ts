@@ -9,6 +9,8 @@ import { loadModel } from '../model.js';
 
 /** What the pool hands a new worker. */
 export interface PromptWorkerData {
+  /** Int32Array(1) over it: non-zero stops the job's tokenizer calls (the pool's time cap). */
+  cancel?: SharedArrayBuffer;
   modelPath: string;
   templateSource: string;
   bosToken: string;
@@ -34,6 +36,7 @@ async function main(): Promise<void> {
   const port = parentPort!;
   const data = workerData as PromptWorkerData;
   const model = await loadModel(data.modelPath, { vocabOnly: true });
+  if (data.cancel) model.setTokenizeCancelFlag(new Int32Array(data.cancel));
   const template = new ChatTemplate(data.templateSource, { bosToken: data.bosToken, eosToken: data.eosToken });
   port.on('message', (job: PromptJobMessage | 'quit') => {
     if (job === 'quit') {
