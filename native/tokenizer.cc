@@ -12,6 +12,10 @@ namespace llamux {
 namespace {
 
 constexpr const char kSpace[] = "\xE2\x96\x81";  // U+2581, SPM's escaped space
+// How far past a piece's target size a cut is looked for, and how far on the search resumes
+// when there is none there.
+constexpr size_t kSearchBytes = 1024;
+constexpr size_t kSkipBytes = 16384;
 
 bool Cancelled(const int32_t *flag) { return flag != nullptr && __atomic_load_n(flag, __ATOMIC_ACQUIRE) != 0; }
 
@@ -186,6 +190,20 @@ class Run {
         }
         size_t steps = 0;
         for (; p < nsym; p++) {
+          if (starts[p] > target + kSearchBytes) {
+            // No cut near the target (a run every position of which some token spans, like
+            // "aaaa" or many spaces): look again further on, without scanning what lies between.
+            target = starts[p] + kSkipBytes;
+            if (target >= s.size()) break;
+            p = static_cast<size_t>(std::lower_bound(starts.begin() + p, starts.end(), target) - starts.begin());
+            size_t back = static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), target - ix_.maxTokenBytes) - starts.begin());
+            if (back > scan) {
+              scan = back;
+              frontier = 0;
+            }
+            if (p >= nsym) break;
+            if (Cancelled(o_.cancel)) return TokenizeStatus::Cancelled;
+          }
           for (; scan < p; scan++) {
             size_t at = starts[scan];
             frontier = std::max(frontier, at + ix_.LongestMatch(s.data() + at, s.size() - at));
@@ -193,7 +211,8 @@ class Run {
           if (++steps % 4096 == 0 && Cancelled(o_.cancel)) return TokenizeStatus::Cancelled;
           if (frontier > starts[p]) continue;
           size_t raw = rawAt[p];
-          if (raw == std::string::npos || raw >= len) continue;
+          // Never an empty piece (llama.cpp gives no tokens, not even its space prefix, for "").
+          if (raw == std::string::npos || raw >= len || raw <= pieceRaw) continue;
           if (!ix_.spacePrefix) {
             cut = p;
             break;

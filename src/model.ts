@@ -132,7 +132,8 @@ export class Model {
    * Text to token ids. `parseSpecial` turns special-token text into control tokens: never enable
    * it for untrusted text. The work is bounded: the text is tokenized in pieces of a few KiB cut
    * where no token can span (the same tokens as one llama_tokenize call), so no input hits
-   * llama.cpp's quadratic paths. With a `signal` it runs off the JS thread and returns a Promise
+   * llama.cpp's quadratic paths. `maxTokens` stops it early (CONTEXT_OVERFLOW) once the text
+   * passes that many tokens. With a `signal` it runs off the JS thread and returns a Promise
    * (as {@link Model.tokenizeAsync}), rejecting with ABORTED within 100 ms of the abort.
    */
   tokenize(text: string, options?: TokenizeOptions): Int32Array;
@@ -143,7 +144,7 @@ export class Model {
     if (typeof text !== 'string') throw new LlamuxError('INVALID_ARGUMENT', `Expected text to be a string but received ${typeof text}`);
     const o = parseOptions(TokenizeOptionsSchema, options, 'tokenize options');
     try {
-      return this.#cancel ? n.tokenize(text, o.addSpecial, o.parseSpecial, this.#cancel) : n.tokenize(text, o.addSpecial, o.parseSpecial);
+      return n.tokenize(text, o.addSpecial, o.parseSpecial, this.#cancel, o.maxTokens);
     } catch (e) {
       throw fromNative(e);
     }
@@ -172,7 +173,7 @@ export class Model {
     });
     aborted.catch(() => {});
     try {
-      const work = n.tokenizeAsync(text, o.addSpecial, o.parseSpecial, cancel);
+      const work = n.tokenizeAsync(text, o.addSpecial, o.parseSpecial, cancel, o.maxTokens);
       work.catch(() => {});
       return await (signal ? Promise.race([work, aborted]) : work);
     } catch (e) {

@@ -230,7 +230,13 @@ export const PrefillOptionsSchema = z
 export type PrefillOptions = z.input<typeof PrefillOptionsSchema>;
 
 export const TokenizeOptionsSchema = z
-  .object({ addSpecial: z.boolean().default(true), parseSpecial: z.boolean().default(false), signal: abortSignal.optional() })
+  .object({
+    addSpecial: z.boolean().default(true),
+    parseSpecial: z.boolean().default(false),
+    /** Stop (CONTEXT_OVERFLOW) once the text passes this many tokens, without tokenizing the rest. */
+    maxTokens: z.number().int().positive().optional(),
+    signal: abortSignal.optional(),
+  })
   .strict();
 export type TokenizeOptions = Omit<z.input<typeof TokenizeOptionsSchema>, 'signal'>;
 /** tokenizeAsync options (and tokenize's when it is given a signal). */

@@ -2,8 +2,8 @@
 // text parts are tokenized, and every assistant tool call whose exact tokens are known is
 // spliced in verbatim, so the KV computed while the model generated it is reused.
 import type { Context } from '../context.js';
-import { LlamuxError } from '../errors.js';
-import type { Model } from '../model.js';
+import { LlamuxError, isLlamuxError } from '../errors.js';
+import { TokenAttribute, type Model } from '../model.js';
 import type { ChatTemplate } from './template.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from './types.js';
 
@@ -43,6 +43,11 @@ export interface BuildChatPromptOptions {
    * parsed.
    */
   parseSpecialInContent?: boolean;
+  /**
+   * The most tokens the prompt may have: tokenizing stops (CONTEXT_OVERFLOW) as soon as the prompt
+   * is known to be longer, so text far too long for the context costs little work.
+   */
+  maxTokens?: number;
 }
 
 export interface ChatPrompt {
@@ -69,9 +74,27 @@ interface Region {
 }
 
 const protectionCache = new WeakMap<Model, Map<string, boolean>>();
+const controlTextCache = new WeakMap<Model, string[]>();
 
-/** Whether parse_special would turn some of `text` into control tokens. */
-function containsControlText(model: Model, text: string): boolean {
+/** The texts of the control and unknown tokens: what parse_special adds to the partition. */
+function controlTexts(model: Model): string[] {
+  let out = controlTextCache.get(model);
+  if (!out) {
+    out = [];
+    for (let t = 0; t < model.vocab.size; t++) {
+      const info = model.tokenInfo(t);
+      if ((info.attributes & (TokenAttribute.CONTROL | TokenAttribute.UNKNOWN)) !== 0 && info.text !== '') out.push(info.text);
+    }
+    controlTextCache.set(model, out);
+  }
+  return out;
+}
+
+/**
+ * Whether parse_special would turn some of `text` into control tokens. `maxTokens`: the text is
+ * part of a prompt that may hold at most this many tokens; CONTEXT_OVERFLOW when it cannot fit.
+ */
+function containsControlText(model: Model, text: string, maxTokens?: number): boolean {
   if (text.length === 0) return false;
   let cache = protectionCache.get(model);
   if (!cache) {
@@ -83,8 +106,22 @@ function containsControlText(model: Model, text: string): boolean {
     const hit = cache.get(text);
     if (hit !== undefined) return hit;
   }
-  const a = model.tokenize(text, { addSpecial: false, parseSpecial: true });
-  const b = model.tokenize(text, { addSpecial: false, parseSpecial: false });
+  // Without any control-token text, parse_special splits nothing more: no tokenizing needed.
+  if (!controlTexts(model).some((c) => text.includes(c))) {
+    if (cacheable) cache.set(text, false);
+    return false;
+  }
+  // Either way the text ends up tokenized as `b` (without parse_special when they differ): when
+  // `b` alone overflows the prompt, so does the prompt.
+  const limit = maxTokens === undefined ? {} : { maxTokens: maxTokens + 16 };
+  const b = model.tokenize(text, { addSpecial: false, parseSpecial: false, ...limit });
+  let a: Int32Array;
+  try {
+    a = model.tokenize(text, { addSpecial: false, parseSpecial: true, ...limit });
+  } catch (e) {
+    if (!isLlamuxError(e, 'CONTEXT_OVERFLOW')) throw e;
+    return true; // more tokens than `b`: they differ
+  }
   let differs = a.length !== b.length;
   for (let i = 0; !differs && i < a.length; i++) differs = a[i] !== b[i];
   if (cacheable) {
@@ -113,12 +150,12 @@ function contentsOf(m: ChatMessage): string[] {
  * Ranges of untrusted content that contain control-token text: tokenized with parse_special off.
  * Located by searching each such content, in message order, in the rendered text.
  */
-function protectedRanges(model: Model, text: string, messages: readonly ChatMessage[]): Array<[number, number]> {
+function protectedRanges(model: Model, text: string, messages: readonly ChatMessage[], maxTokens?: number): Array<[number, number]> {
   const out: Array<[number, number]> = [];
   let cursor = 0;
   for (const m of messages) {
     for (const c of contentsOf(m)) {
-      if (!containsControlText(model, c)) continue;
+      if (!containsControlText(model, c, maxTokens)) continue;
       let at = text.indexOf(c, cursor);
       let len = c.length;
       if (at < 0) {
@@ -151,12 +188,12 @@ function stringLeaves(v: unknown, out: string[]): void {
 }
 
 /** Every occurrence of tool-definition strings (names, descriptions, schema text) that contain control-token text. */
-function protectedToolRanges(model: Model, text: string, tools: readonly ChatToolDefinition[]): Array<[number, number]> {
+function protectedToolRanges(model: Model, text: string, tools: readonly ChatToolDefinition[], maxTokens?: number): Array<[number, number]> {
   const strings: string[] = [];
   for (const t of tools) stringLeaves([t.name, t.description ?? '', t.parameters ?? {}], strings);
   const out: Array<[number, number]> = [];
   for (const s of new Set(strings)) {
-    if (!containsControlText(model, s)) continue;
+    if (!containsControlText(model, s, maxTokens)) continue;
     let found = false;
     for (const form of new Set([s, JSON.stringify(s).slice(1, -1)])) {
       for (let at = text.indexOf(form); at >= 0; at = text.indexOf(form, at + form.length)) {
@@ -263,7 +300,8 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     cursor = pos;
   }
 
-  const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages), ...protectedToolRanges(model, text, tools ?? [])]);
+  const maxTokens = options.maxTokens;
+  const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages, maxTokens), ...protectedToolRanges(model, text, tools ?? [], maxTokens)]);
   const segments = segment(text, regions, cuts, prot);
   const addBos = !(template.bosToken !== '' && text.startsWith(template.bosToken));
   const parts: ArrayLike<number>[] = [];
@@ -276,7 +314,9 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
       toks = seg.tokens;
       spliced += toks.length;
     } else {
-      toks = model.tokenize(seg.text, { addSpecial: first && addBos, parseSpecial: seg.parseSpecial });
+      // Past maxTokens the prompt cannot fit: stop there (CONTEXT_OVERFLOW).
+      const left = maxTokens === undefined ? {} : { maxTokens: Math.max(1, maxTokens - total) };
+      toks = model.tokenize(seg.text, { addSpecial: first && addBos, parseSpecial: seg.parseSpecial, ...left });
     }
     first = false;
     parts.push(toks);

@@ -56,9 +56,14 @@ function entryPoints(): { entry: string; tsx?: string } {
   return { entry: new URL('./prompt-worker.ts', self).href, tsx };
 }
 
+/** Jobs with less text than this (UTF-16 units) wait ahead of larger ones. */
+const SMALL_JOB = 65_536;
+
 interface Job {
   id: number;
   queuedAt: number;
+  /** Text length of its messages: small jobs go first, so large (hostile) ones cannot delay them. */
+  size: number;
   message: PromptJobMessage;
   resolve: (p: BuiltPrompt) => void;
   reject: (e: unknown) => void;
@@ -118,6 +123,7 @@ export class PromptPool {
       bosToken: this.#o.bosToken,
       eosToken: this.#o.eosToken,
       ...(this.#o.markers ? { markers: this.#o.markers } : {}),
+      ...(this.#o.maxTokens !== undefined ? { maxTokens: this.#o.maxTokens } : {}),
       entry,
       ...(tsx ? { tsx } : {}),
     };
@@ -305,7 +311,9 @@ export class PromptPool {
   build(messages: ChatMessage[], tools: ChatToolDefinition[], replay: Record<string, ReplaySpan>, signal?: AbortSignal): Promise<BuiltPrompt> {
     if (this.#closed) return Promise.reject(new LlamuxError('DISPOSED', 'The server is closing'));
     return new Promise<BuiltPrompt>((resolve, reject) => {
-      const job: Job = { id: nextJobId++, queuedAt: Date.now(), message: { id: 0, messages, tools, replay }, resolve, reject };
+      let size = 0;
+      for (const m of messages) size += typeof m.content === 'string' ? m.content.length : 0;
+      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay }, resolve, reject };
       job.message.id = job.id;
       if (signal) {
         if (signal.aborted) {
@@ -331,7 +339,11 @@ export class PromptPool {
         };
         signal.addEventListener('abort', job.onAbort, { once: true });
       }
-      this.#queue.push(job);
+      // Small jobs wait only behind small ones: a burst of huge requests delays them by at most
+      // the jobs already running.
+      const at = size < SMALL_JOB ? this.#queue.findIndex((j) => j.size >= SMALL_JOB) : -1;
+      if (at >= 0) this.#queue.splice(at, 0, job);
+      else this.#queue.push(job);
       this.#pump();
     });
   }

@@ -16,6 +16,8 @@ export interface PromptWorkerData {
   bosToken: string;
   eosToken: string;
   markers?: MarkerTexts;
+  /** The most tokens a prompt may have (tokenizing stops past it: CONTEXT_OVERFLOW). */
+  maxTokens?: number;
 }
 
 export interface PromptJobMessage {
@@ -52,6 +54,7 @@ async function main(): Promise<void> {
         tools: job.tools,
         ...(data.markers ? { markers: data.markers } : {}),
         replay: (call) => job.replay[call.id],
+        ...(data.maxTokens !== undefined ? { maxTokens: data.maxTokens } : {}),
       });
       reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, splicedTokens: p.splicedTokens };
       port.postMessage(reply, [p.tokens.buffer as ArrayBuffer]);

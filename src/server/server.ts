@@ -230,6 +230,8 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       ...(markerText ? { markers: markerText } : {}),
       size: o.tokenizeWorkers,
       timeoutMs: o.tokenizeTimeoutMs,
+      // A prompt must be shorter than a sequence: tokenizing stops once it cannot be.
+      maxTokens: context.settings.sequenceContextSize - 1,
     });
     await prompts.start();
     const service = new ChatService({ model, context, template, store, metrics, prompts, maxPromptBytes: o.maxPromptBytes, isolateTenants: o.isolateTenants, log });
