@@ -1,7 +1,13 @@
 #include "model.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include <thread>
 #include <vector>
 
@@ -312,6 +318,21 @@ Napi::Object Model::Init(Napi::Env env, Napi::Object exports) {
   });
   addon::ModelConstructor(env) = Napi::Persistent(ctor);
   exports.Set("Model", ctor);
+  // lowerThreadPriority(delta) -> boolean: raises the calling thread's nice value by `delta`
+  // (Linux: threads are scheduled on their own). The server's prompt workers call it, so that
+  // tokenizing untrusted text never competes with the event loop and the engine thread as an equal.
+  exports.Set("lowerThreadPriority", Napi::Function::New(env, [](const Napi::CallbackInfo &info) -> Napi::Value {
+#ifdef __linux__
+    int delta = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().Int32Value() : 10;
+    pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+    errno = 0;
+    int cur = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+    if (errno != 0) return Napi::Boolean::New(info.Env(), false);
+    return Napi::Boolean::New(info.Env(), setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(19, cur + delta)) == 0);
+#else
+    return Napi::Boolean::New(info.Env(), false);
+#endif
+  }, "lowerThreadPriority"));
   return exports;
 }
 

@@ -324,6 +324,8 @@ export interface NativeBinding {
     flashAttentionCheck(shape: FlashAttentionShape): { kernel: number; reference: number; magnitude: number };
   };
   shutdownAll(): void;
+  /** Raises the calling thread's nice value (Linux); false where it cannot. */
+  lowerThreadPriority(delta: number): boolean;
   /** Serves this process's devices to RPC clients (ggml-rpc) from a native thread. */
   startRpcServer(options: { host: string; port: number; threads?: number; cacheDir?: string }, onExit: () => void): NativeRpcServerInfo;
   setLogger(handler: ((batch: Array<number | string>) => void) | undefined, level: number): void;

@@ -4,6 +4,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { buildChatPrompt, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
 import { ChatTemplate } from '../chat/template.js';
 import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
+import { native } from '../binding.js';
 import { isLlamuxError } from '../errors.js';
 import { loadModel } from '../model.js';
 
@@ -37,9 +38,18 @@ export type PromptWorkerReply =
 async function main(): Promise<void> {
   const port = parentPort!;
   const data = workerData as PromptWorkerData;
+  // Background work on untrusted text: below the event loop and the engine thread.
+  native.lowerThreadPriority(10);
   const model = await loadModel(data.modelPath, { vocabOnly: true });
   if (data.cancel) model.setTokenizeCancelFlag(new Int32Array(data.cancel));
   const template = new ChatTemplate(data.templateSource, { bosToken: data.bosToken, eosToken: data.eosToken });
+  // Warm up before the first job (the template, the tokenizer's vocabulary index, the control
+  // token list): none of it can be stopped by the time cap, so none of it should be in a job.
+  try {
+    buildChatPrompt(model, [{ role: 'user', content: 'hi </s>' }], { template, ...(data.markers ? { markers: data.markers } : {}) });
+  } catch {
+    // a template that refuses this conversation refuses it again in a job, with its message
+  }
   port.on('message', (job: PromptJobMessage | 'quit') => {
     if (job === 'quit') {
       // Asked to leave (the pool gave up on this worker): exit between native calls, which is

@@ -142,6 +142,8 @@ export interface LlamuxServer {
   readonly context: Context;
   readonly metrics: ServerMetrics;
   readonly store: ToolCallStore;
+  /** @internal The prompt workers (their stop latencies and counters). */
+  readonly prompts: PromptPool;
   /** Stops listening, ends running requests, frees the context (and the model when the server loaded it). Idempotent. */
   close(): Promise<void>;
 }
@@ -398,6 +400,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       context: ctx,
       metrics,
       store: st,
+      prompts: pool,
       close(): Promise<void> {
         closing ??= (async () => {
           closingServer = true;
