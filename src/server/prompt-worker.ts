@@ -70,7 +70,11 @@ async function main(): Promise<void> {
       port.postMessage(reply, [p.tokens.buffer as ArrayBuffer]);
       return;
     } catch (e) {
-      reply = { type: 'error', id: job.id, code: isLlamuxError(e) ? e.code : 'INTERNAL', message: e instanceof Error ? e.message : String(e) };
+      let message = e instanceof Error ? e.message : String(e);
+      if (isLlamuxError(e, 'CONTEXT_OVERFLOW') && data.maxTokens !== undefined) {
+        message = `The prompt has more than ${data.maxTokens} tokens but a sequence of this server's context holds ${data.maxTokens + 1}; shorten the conversation or start the server with a larger --ctx`;
+      }
+      reply = { type: 'error', id: job.id, code: isLlamuxError(e) ? e.code : 'INTERNAL', message };
     }
     port.postMessage(reply);
   });

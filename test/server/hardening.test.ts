@@ -83,24 +83,20 @@ describe('createServer() hardening (#15)', () => {
     });
     afterAll(async () => server?.close());
 
-    it('stops a request whose tokenization is super-linear with 413, while /health stays fast', async () => {
-      // Control-token-like text: llama.cpp's special-token partition is quadratic in it (~3 s for 128 KB here).
-      const hostile = '</s><s>'.repeat(128 * 1024 / 7);
-      const req = fetch(`${server.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'x', max_tokens: 1, messages: [{ role: 'user', content: hostile }] }),
-      });
-      const worst = await healthWhile(server, req);
-      const res = await req;
-      const body = (await res.json()) as { error: { message: string; code: string } };
-      console.log(`hostile request: ${res.status}; slowest /health meanwhile ${worst.toFixed(1)} ms`);
-      expect(res.status).toBe(413);
-      expect(body.error.message).toMatch(/took longer than 500 ms and was stopped/);
+    it('tokenizes text one llama_tokenize call is quadratic on well within the time cap, while /health stays fast', async () => {
+      // Control-token-like text: llama.cpp's special-token partition is quadratic in it (~3 s for
+      // 128 KB in one call); the bounded tokenizer (issue 30) takes milliseconds. The server
+      // tokenizes it twice (with and without special tokens, to keep them out of user content).
+      const hostile = '</s><s>'.repeat(96 * 1024 / 7); // ~56 k tokens as text: fits the 64 k context
+      const t0 = performance.now();
+      const count = anthropicFor(server).messages.countTokens({ model: 'x', messages: [{ role: 'user', content: hostile }] });
+      const worst = await healthWhile(server, count);
+      const tokens = (await count).input_tokens;
+      const ms = performance.now() - t0;
+      console.log(`hostile request: ${tokens} tokens in ${ms.toFixed(0)} ms; slowest /health meanwhile ${worst.toFixed(1)} ms`);
+      expect(tokens).toBeGreaterThan(96 * 1024 / 7);
       expect(worst).toBeLessThan(250);
-      // A fresh worker serves the next request.
-      const ok = await anthropicFor(server).messages.countTokens({ model: 'x', messages: [{ role: 'user', content: 'hello' }] });
-      expect(ok.input_tokens).toBeGreaterThan(0);
+      expect(server.prompts.timeouts).toBe(0); // well within the 500 ms cap
     });
 
     it('tokenizes a large emoji prompt off the event loop', async () => {
