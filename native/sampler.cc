@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <exception>
 
 namespace llamux {
@@ -35,7 +36,8 @@ bool Sampler::StartToolGrammar(const std::vector<llama_token> &prefix) {
         return false;
       }
     }
-  } catch (const std::exception &) {
+  } catch (const std::exception &e) {
+    if (std::strstr(e.what(), kGrammarStackLimitError) != nullptr) overStackLimit_ = true;
     return false;
   }
   toolActive_ = true;
@@ -200,7 +202,8 @@ bool Sampler::Accept(llama_token t) {
       return false;
     }
     return true;
-  } catch (const std::exception &) {
+  } catch (const std::exception &e) {
+    if (std::strstr(e.what(), kGrammarStackLimitError) != nullptr) overStackLimit_ = true;
     return false;
   }
 }

@@ -57,6 +57,9 @@ class Sampler {
   bool StartToolGrammar(const std::vector<llama_token> &prefix);
   void StopToolGrammar() { toolActive_ = false; }
 
+  // Whether the request failed because its grammar's parse stacks passed kMaxGrammarStacks.
+  bool OverStackLimit() const { return overStackLimit_; }
+
   void UseGreedy(bool on) { useGreedy_ = on && greedy_ != nullptr; }
   bool UsingGreedy() const { return useGreedy_; }
   bool HasGreedy() const { return greedy_ != nullptr; }

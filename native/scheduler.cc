@@ -390,7 +390,7 @@ void Scheduler::DecodeBatch() {
       llama_token tok = r.sampler.Sample(ctx_, r.logitIdx);
       r.stats.sampleMs += MsBetween(t0, Clock::now());
       if (tok == -2) {
-        Fail(r, ErrorCode::GrammarFailed, "The grammar allows no token at this point of the output");
+        Fail(r, ErrorCode::GrammarFailed, r.sampler.OverStackLimit() ? "The grammar is too ambiguous: more than 1024 parses of the output at once (alternatives that match the same text, nested); make its alternatives start differently" : "The grammar allows no token at this point of the output");
         continue;
       }
       if (tok < 0) {

@@ -179,6 +179,45 @@ static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
       },
     ],
   },
+  {
+    id: 'grammar-stack-cap',
+    // An ambiguous grammar (alternatives that match the same text, nested) multiplies its parse
+    // stacks with every character: a tool schema of anyOf array branches 16 deep gave no answer
+    // in 90 s, and one token of 8 brackets took ~0.4 s to accept on the engine thread (stacks
+    // deduplicated pairwise), stalling every sequence of the context (issue 30). The cap is
+    // checked per character, inside the token being accepted, so no token can multiply the
+    // stacks past it: the accept throws, and llamux fails that request alone (GRAMMAR_FAILED).
+    // 1024: above what llamux's schema grammars reach (ambiguity is refused at 16 parses; a
+    // deterministic grammar holds one stack per alternative that may come next).
+    file: 'src/llama-grammar.cpp',
+    edits: [
+      {
+        find: `                for (const auto & cur_stack : current_stacks) {
+                    llama_grammar_accept_chr(grammar, cur_stack, *it, next_stacks);
+                }
+`,
+        replace: `#ifndef LLAMUX_GRAMMAR_MAX_STACKS
+#define LLAMUX_GRAMMAR_MAX_STACKS 1024
+#endif
+                for (const auto & cur_stack : current_stacks) {
+                    llama_grammar_accept_chr(grammar, cur_stack, *it, next_stacks);
+                    if (next_stacks.size() > LLAMUX_GRAMMAR_MAX_STACKS) {
+                        throw std::runtime_error("llamux: grammar stack limit exceeded");
+                    }
+                }
+`,
+      },
+      {
+        find: `                    stacks_new.emplace_back(surviving_stack);
+`,
+        replace: `                    stacks_new.emplace_back(surviving_stack);
+                    if (stacks_new.size() > LLAMUX_GRAMMAR_MAX_STACKS) {
+                        throw std::runtime_error("llamux: grammar stack limit exceeded");
+                    }
+`,
+      },
+    ],
+  },
 ];
 
 /** What deps/llama.cpp records: each patch's id and a digest of its edits, so a checkout

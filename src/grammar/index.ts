@@ -1,3 +1,3 @@
-export { compileToolGrammar, clearToolGrammarCache, TOOL_GRAMMAR_ROOT } from './tool-grammar.js';
+export { checkToolSchemas, compileToolGrammar, clearToolGrammarCache, TOOL_GRAMMAR_ROOT } from './tool-grammar.js';
 export type { ToolChoice, ToolCallFamily, ToolDefinition, ToolGrammar, ToolGrammarRequest } from './tool-grammar.js';
 export { MAX_EXACT_ITEMS, MAX_EXACT_LENGTH } from './json-schema.js';

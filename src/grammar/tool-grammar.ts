@@ -120,6 +120,47 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
   return { gbnf: rules.toString(), root: TOOL_GRAMMAR_ROOT, relaxed };
 }
 
+const checked = new Map<string, string | null>();
+
+/**
+ * Checks that every tool's arguments schema compiles to a grammar (satisfiable, no ambiguity past
+ * MAX_AMBIGUITY, local $refs that resolve), without building the span grammar. The server calls it
+ * while it reads a request, so a hostile schema is refused before any other work.
+ * @throws LlamuxError INVALID_ARGUMENT naming the tool and the JSON pointer
+ */
+export function checkToolSchemas(tools: readonly ToolDefinition[]): void {
+  for (const tool of tools) {
+    const params = tool.parameters ?? { type: 'object', properties: {}, additionalProperties: false };
+    let key: string;
+    try {
+      key = JSON.stringify(params);
+    } catch {
+      throw invalid(`Tool "${tool.name}": the parameters schema cannot be serialised`);
+    }
+    let problem = checked.get(key);
+    if (problem === undefined) {
+      problem = null;
+      if (params !== true) {
+        try {
+          const conv = new SchemaConverter(new RuleSet(), params);
+          if (typeof params === 'object' && params.type !== undefined && params.type !== 'object') {
+            throw new SchemaGrammarError('', `the arguments schema must describe an object, not ${JSON.stringify(params.type)}`);
+          }
+          if (conv.convert(typeof params === 'object' && params.type === undefined ? { ...params, type: 'object' } : params, '', 'check') === undefined) {
+            throw new SchemaGrammarError('', 'the schema allows no value');
+          }
+        } catch (e) {
+          if (!(e instanceof SchemaGrammarError)) throw e;
+          problem = `the parameters schema${e.path ? ` at ${e.path}` : ''} cannot be compiled to a grammar: ${e.message}`;
+        }
+      }
+      checked.set(key, problem);
+      if (checked.size > CACHE_LIMIT * 4) checked.delete(checked.keys().next().value!);
+    }
+    if (problem !== null) throw invalid(`Tool "${tool.name}": ${problem}`);
+  }
+}
+
 /**
  * The grammar of a tool-call span for these tools and this choice. Cached: the same request
  * shape returns the same object.

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
+import { checkToolSchemas } from '../grammar/index.js';
 import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, sendJson, toHttpError } from './http.js';
 import type { HandlerOptions } from './openai.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ToolChoice, type Usage } from './service.js';
@@ -176,9 +177,13 @@ function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: n
   if (b.temperature !== undefined) generate.temperature = b.temperature;
   if (b.top_p !== undefined) generate.topP = b.top_p;
   if (b.top_k !== undefined) generate.topK = b.top_k;
+  const tools = (b.tools ?? []).map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema }));
+  // A schema the grammar cannot serve (ambiguous, malformed $ref, unsatisfiable) is a 400 now,
+  // before the prompt is built.
+  if (toolChoice !== 'none') checkToolSchemas(tools);
   return {
     messages: anthropicToChatMessages(b.system, b.messages),
-    tools: (b.tools ?? []).map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema })),
+    tools,
     toolChoice,
     parallelToolCalls: parallel,
     generate,

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
+import { checkToolSchemas } from '../grammar/index.js';
 import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
 
@@ -183,13 +184,17 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
   if (b.logit_bias) {
     generate.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [k, v <= -100 ? -Infinity : v]));
   }
+  const tools = (b.tools ?? []).map((t) => ({
+    name: t.function.name,
+    ...(t.function.description !== undefined ? { description: t.function.description } : {}),
+    ...(t.function.parameters !== undefined ? { parameters: t.function.parameters } : {}),
+  }));
+  // A schema the grammar cannot serve (ambiguous, malformed $ref, unsatisfiable) is a 400 now,
+  // before the prompt is built.
+  if (toolChoice !== 'none') checkToolSchemas(tools);
   return {
     messages: openAIToChatMessages(b.messages),
-    tools: (b.tools ?? []).map((t) => ({
-      name: t.function.name,
-      ...(t.function.description !== undefined ? { description: t.function.description } : {}),
-      ...(t.function.parameters !== undefined ? { parameters: t.function.parameters } : {}),
-    })),
+    tools,
     toolChoice,
     parallelToolCalls: b.parallel_tool_calls ?? true,
     generate,
