@@ -202,9 +202,13 @@ describe('bounded work per request (#30)', () => {
     const server = await createServer({ model, port: 0, ctx: 16384, parallel: 5, threads: 1, markers: 'hermes', log: () => {} });
     try {
       const openai = openaiFor(server);
-      /** The engine's decode speed for one request on the server's context (beside the HTTP requests). */
+      /**
+       * The engine's decode speed for one request on the server's context (beside the HTTP
+       * requests), over a 2,000-token conversation so that a step is not only overhead.
+       */
+      const history = model.tokenize('Once upon a time there was a story. '.repeat(220));
       const decode = async (): Promise<number> => {
-        const r = await server.context.generate({ prompt: 'Tell me a story', maxTokens: 96, temperature: 0 }).result;
+        const r = await server.context.generate({ prompt: history, maxTokens: 96, temperature: 0 }).result;
         return r.timings.decodeTokensPerSec;
       };
       // The attack of the issue: anyOf array branches nested 16 deep.
