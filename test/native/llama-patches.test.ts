@@ -51,8 +51,7 @@ describe('llama.cpp patches', () => {
   });
 
   it('cannot apply twice (an anchor must match exactly once)', () => {
-    const p = patches[0]!;
-    const dir = treeWith({ [p.file]: pristine(p.file) });
+    const dir = treeWith(Object.fromEntries(patches.map((p) => [p.file, pristine(p.file)])));
     applyLlamaCppPatches(dir);
     expect(() => applyLlamaCppPatches(dir)).toThrow(/does not apply/);
   });
