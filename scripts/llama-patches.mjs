@@ -218,6 +218,113 @@ static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
       },
     ],
   },
+  {
+    id: 'grammar-piece-cache',
+    // llama_grammar_apply_impl decodes every vocabulary piece into a fresh vector of code points
+    // on every token (32,000 allocations per token for Llama 2): a grammar request cost the engine
+    // thread ~4-6 ms per token on the tiny Llama 2 model, whose decode step takes 0.4 ms, and every
+    // sequence of the context waits for it (issue 30). The code points of each piece depend only
+    // on the piece when no partial UTF-8 sequence is pending, so they are decoded once per grammar
+    // (shared by its clones) into one flat array; a pending partial sequence takes the old path.
+    file: 'src/llama-grammar.h',
+    edits: [
+      {
+        find: `                                                       // string, and the grammar will be given the string from the first match group onwards.
+
+};
+`,
+        replace: `                                                       // string, and the grammar will be given the string from the first match group onwards.
+
+    // llamux: every piece's code points (0-terminated, from offsets[id]) and its trailing partial
+    // UTF-8 state, decoded on the first apply; shared by clones (read-only once built).
+    struct llamux_piece_cache {
+        std::vector<uint32_t> code_points;
+        std::vector<size_t> offsets;
+        std::vector<llama_partial_utf8> partial;
+        std::vector<uint8_t> skip;  // empty piece or one starting with NUL
+    };
+    mutable std::shared_ptr<const llamux_piece_cache> llamux_pieces;
+};
+`,
+      },
+      {
+        find: '#include <map>\n',
+        replace: '#include <map>\n#include <memory>\n',
+      },
+    ],
+  },
+  {
+    id: 'grammar-piece-cache-impl',
+    // The other half of grammar-piece-cache (same measurement).
+    file: 'src/llama-grammar.cpp',
+    edits: [
+      {
+        find: `    std::vector<std::pair<std::vector<uint32_t>, llama_partial_utf8>> candidates_decoded;
+    candidates_decoded.reserve(cur_p->size);
+
+    llama_grammar_candidates candidates_grammar;
+    candidates_grammar.reserve(cur_p->size);
+`,
+        replace: `    std::vector<std::pair<std::vector<uint32_t>, llama_partial_utf8>> candidates_decoded;
+
+    llama_grammar_candidates candidates_grammar;
+    candidates_grammar.reserve(cur_p->size);
+
+    if (grammar.partial_utf8.n_remain == 0) {
+        if (!grammar.llamux_pieces) {
+            auto cache = std::make_shared<llama_grammar::llamux_piece_cache>();
+            const uint32_t n = grammar.vocab->n_tokens();
+            cache->offsets.reserve(n);
+            cache->partial.reserve(n);
+            cache->skip.reserve(n);
+            for (uint32_t id = 0; id < n; ++id) {
+                const std::string & piece = grammar.vocab->token_to_piece(id);
+                cache->offsets.push_back(cache->code_points.size());
+                if (piece.empty() || piece[0] == 0) {
+                    cache->skip.push_back(1);
+                    cache->partial.push_back({ 0, 0 });
+                    cache->code_points.push_back(0);
+                    continue;
+                }
+                auto decoded = decode_utf8(piece, { 0, 0 });
+                cache->skip.push_back(0);
+                cache->partial.push_back(decoded.second);
+                cache->code_points.insert(cache->code_points.end(), decoded.first.begin(), decoded.first.end());
+            }
+            grammar.llamux_pieces = std::move(cache);
+        }
+        const auto & cache = *grammar.llamux_pieces;
+        for (size_t i = 0; i < cur_p->size; ++i) {
+            const llama_token id = cur_p->data[i].id;
+            if (grammar.vocab->is_eog(id)) {
+                if (!allow_eog) {
+                    cur_p->data[i].logit = -INFINITY;
+                }
+            } else if (id < 0 || (size_t) id >= cache.skip.size() || cache.skip[id]) {
+                cur_p->data[i].logit = -INFINITY;
+            } else {
+                candidates_grammar.push_back({ i, cache.code_points.data() + cache.offsets[id], cache.partial[id], id });
+            }
+        }
+        const auto rejects = llama_grammar_reject_candidates(grammar.rules, grammar.stacks, candidates_grammar);
+        for (const auto & reject : rejects) {
+            cur_p->data[reject.index].logit = -INFINITY;
+        }
+        return;
+    }
+    candidates_decoded.reserve(cur_p->size);
+`,
+      },
+      {
+        find: `    // redirect elements in stacks to point to new rules
+`,
+        replace: `    result->llamux_pieces = grammar.llamux_pieces;
+
+    // redirect elements in stacks to point to new rules
+`,
+      },
+    ],
+  },
 ];
 
 /** What deps/llama.cpp records: each patch's id and a digest of its edits, so a checkout
