@@ -208,7 +208,7 @@ describe('bounded work per request (#30)', () => {
        */
       const history = model.tokenize('Once upon a time there was a story. '.repeat(220));
       const decode = async (): Promise<number> => {
-        const r = await server.context.generate({ prompt: history, maxTokens: 96, temperature: 0 }).result;
+        const r = await server.context.generate({ prompt: history, maxTokens: 384, temperature: 0 }).result;
         return r.timings.decodeTokensPerSec;
       };
       // The attack of the issue: anyOf array branches nested 16 deep.
@@ -225,9 +225,9 @@ describe('bounded work per request (#30)', () => {
           while (!until()) {
             const r = await post(server.url, { model: 'x', max_tokens: 96, temperature: 1, tool_choice: 'required', tools, messages: [{ role: 'user', content: 'call f' }] });
             statuses.push(r.status);
-            // A refused request ends at once: each client sends again after 50 ms rather than in
-            // a tight loop, which on 2 cores would measure the event loop's CPU, not the engine's.
-            if (r.status === 400) await sleep(50);
+            // A refused request ends at once: each client sends again after 100 ms (10 a second)
+            // rather than in a tight loop, which on 2 cores would measure the event loop's CPU.
+            if (r.status === 400) await sleep(100);
           }
           return statuses;
         });
@@ -260,11 +260,11 @@ describe('bounded work per request (#30)', () => {
           `with 4 unambiguous grammar requests ${plain.speed.toFixed(0)} tok/s (${(plain.speed / base).toFixed(2)}x)`,
       );
       expect(hostile.statuses.every((st) => st === 400)).toBe(true);
-      // The issue's target is 0.9x. Measured here 0.50-0.55x with the tiny model (2,500 tok/s
-      // alone, so any CPU the HTTP requests take on a loaded 2-core machine shows); hostile
-      // schemas never reach the engine. Any grammar request costs far more (see the log line and
-      // docs/server.md): that is the grammar mask on the engine thread, not ambiguity.
-      expect(hostile.speed / base).toBeGreaterThanOrEqual(0.3);
+      // The issue's target is 0.9x: measured 0.94-1.00x here (hostile schemas never reach the
+      // engine). The bound leaves room for a loaded 2-core machine, where the tiny model's 0.5 ms
+      // steps feel any CPU the HTTP requests take. Admitted grammar requests cost far more (see
+      // the log line and docs/server.md): the grammar mask runs on the engine thread.
+      expect(hostile.speed / base).toBeGreaterThanOrEqual(0.75);
     } finally {
       await server.close();
     }
