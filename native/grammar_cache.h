@@ -12,15 +12,11 @@ namespace llamux {
 // The most parse stacks a grammar may hold. An ambiguous grammar (alternatives that match the
 // same text, nested) doubles its stacks with every level, and the engine thread checks every
 // stack against the candidates of every token: past this bound the request fails alone
-// (GRAMMAR_FAILED) instead of stalling every sequence of the context. llama.cpp itself checks
-// it per character while it accepts a token (the grammar-stack-cap patch,
-// scripts/llama-patches.mjs, which throws kGrammarStackLimitError); this is the same number.
+// (GRAMMAR_FAILED) instead of stalling every sequence of the context. llama.cpp checks it per
+// character while it accepts a token (the grammar-stack-cap patch in scripts/llama-patches.mjs,
+// LLAMUX_GRAMMAR_MAX_STACKS, the same number) and throws kGrammarStackLimitError.
 constexpr size_t kMaxGrammarStacks = 1024;
 constexpr const char *kGrammarStackLimitError = "llamux: grammar stack limit exceeded";
-
-// The parse stacks of llama.cpp's grammar sampler `s`, or of the first grammar sampler inside a
-// chain; 0 when there is none.
-size_t GrammarStackCount(const llama_sampler *s);
 
 class GrammarCache {
  public:

@@ -31,10 +31,6 @@ bool Sampler::StartToolGrammar(const std::vector<llama_token> &prefix) {
     for (llama_token t : prefix) {
       if (!ToolAllows(t, 0.0f)) return false;
       llama_sampler_accept(tool_, t);
-      if (GrammarStackCount(tool_) > kMaxGrammarStacks) {
-        overStackLimit_ = true;
-        return false;
-      }
     }
   } catch (const std::exception &e) {
     if (std::strstr(e.what(), kGrammarStackLimitError) != nullptr) overStackLimit_ = true;
@@ -117,7 +113,6 @@ llama_sampler *Sampler::BuildChain(const llama_vocab *vocab, const SamplerParams
       return nullptr;
     }
     llama_sampler_chain_add(chain, g);
-    hasGrammar_ = true;
   }
   if (greedy || p.temperature <= 0.0f) {
     llama_sampler_chain_add(chain, llama_sampler_init_greedy());
@@ -188,19 +183,13 @@ llama_token Sampler::Sample(llama_context *ctx, int32_t idx) {
 }
 
 bool Sampler::Accept(llama_token t) {
-  // llama.cpp's grammar sampler throws when a token leaves it without a state: that must
-  // fail the request, never escape the engine thread.
+  // llama.cpp's grammar sampler throws when a token leaves it without a state, or (the
+  // grammar-stack-cap patch) when its parses pass kMaxGrammarStacks: that must fail the request
+  // (GRAMMAR_FAILED), never escape the engine thread.
   try {
     if (normal_ != nullptr) llama_sampler_accept(normal_, t);
     if (greedy_ != nullptr) llama_sampler_accept(greedy_, t);
     if (toolActive_) llama_sampler_accept(tool_, t);
-    // Bounded grammar work per token: a grammar whose parses multiplied past the cap fails
-    // this request (GRAMMAR_FAILED) before its next token costs the engine thread more.
-    if ((toolActive_ && GrammarStackCount(tool_) > kMaxGrammarStacks) ||
-        (hasGrammar_ && GrammarStackCount(normal_) > kMaxGrammarStacks)) {
-      overStackLimit_ = true;
-      return false;
-    }
     return true;
   } catch (const std::exception &e) {
     if (std::strstr(e.what(), kGrammarStackLimitError) != nullptr) overStackLimit_ = true;

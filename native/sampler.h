@@ -78,7 +78,6 @@ class Sampler {
   std::vector<llama_token_data> top_;
   llama_sampler *tool_ = nullptr;
   bool toolActive_ = false;
-  bool hasGrammar_ = false;
   bool overStackLimit_ = false;
   llama_token toolEndEog_ = -1;
   const std::vector<llama_token> *eogTokens_ = nullptr;
