@@ -219,7 +219,7 @@ describe('bounded work per request (#30)', () => {
       const worstDefs: Record<string, unknown> = { l4: { type: 'integer' } };
       for (let d = 3; d >= 0; d--) worstDefs[`l${d}`] = { anyOf: [{ type: 'array', items: { $ref: `#/$defs/l${d + 1}` } }, { type: 'array', items: { type: 'array', items: { $ref: `#/$defs/l${d + 1}` } } }] };
       const worstTools = [{ type: 'function' as const, function: { name: 'f', parameters: { type: 'object', properties: { x: { $ref: '#/$defs/l0' } }, required: ['x'], $defs: worstDefs } } }];
-      const attack = (tools: typeof hostileTools, until: () => boolean) =>
+      const attack = (tools: unknown[], until: () => boolean) =>
         Array.from({ length: 4 }, async () => {
           const statuses: number[] = [];
           while (!until()) {
@@ -231,7 +231,7 @@ describe('bounded work per request (#30)', () => {
           }
           return statuses;
         });
-      const speeds = async (tools?: typeof hostileTools): Promise<{ speed: number; statuses: number[] }> => {
+      const speeds = async (tools?: unknown[]): Promise<{ speed: number; statuses: number[] }> => {
         let done = false;
         const load = tools ? attack(tools, () => done) : [];
         await sleep(tools ? 100 : 0);
