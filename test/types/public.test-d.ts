@@ -59,6 +59,15 @@ describe('public types', () => {
     expectTypeOf<Parameters<Session['generate']>[0]>().not.toHaveProperty('sessionId');
   });
 
+  it('tokenize returns a Promise exactly when it is given a signal; tokenizeAsync always does', () => {
+    type M = llamux.Model;
+    const m = {} as M;
+    expectTypeOf(m.tokenize('x')).toEqualTypeOf<Int32Array>();
+    expectTypeOf(m.tokenize('x', { addSpecial: false, maxTokens: 10 })).toEqualTypeOf<Int32Array>();
+    expectTypeOf(m.tokenize('x', { signal: new AbortController().signal })).toEqualTypeOf<Promise<Int32Array>>();
+    expectTypeOf(m.tokenizeAsync('x', { parseSpecial: true })).toEqualTypeOf<Promise<Int32Array>>();
+  });
+
   it('internals are not root exports', () => {
     expectTypeOf<typeof llamux>().not.toHaveProperty('alnum9');
     expectTypeOf<typeof llamux>().not.toHaveProperty('canonicalJson');
