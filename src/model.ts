@@ -138,6 +138,18 @@ export class Model {
     }
   }
 
+  // TEMP: replaced by the bounded-tokenizer branch (off-thread, chunked, cancellable).
+  /** `tokenize()` as a Promise; rejects with ABORTED when `signal` has fired. */
+  tokenizeAsync(text: string, options?: TokenizeOptions & { signal?: AbortSignal }): Promise<Int32Array> {
+    const { signal, ...rest } = options ?? {};
+    if (signal?.aborted) return Promise.reject(abortError(signal, 'Tokenizing'));
+    try {
+      return Promise.resolve(this.tokenize(text, rest));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
   /** Token ids to text. `special` renders control tokens (e.g. "<s>") into the text. */
   detokenize(tokens: ArrayLike<number>, options?: DetokenizeOptions): string {
     const n = this.#n();

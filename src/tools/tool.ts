@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { ToolError, describeReceived, expectedArgument, invalidArgument } from './errors.js';
 import { checkJsonSchema, compileJsonSchema, type JsonSchema } from './json-schema.js';
+import { isZodSchema, parametersJsonSchema } from '../tool-schema.js';
 
 /** One call the model asked for. `arguments` is an object, or a JSON string that the runner parses. */
 export interface ToolCall {
@@ -107,10 +108,7 @@ const DEFINITION_KEYS = new Set([
   'isolate',
 ]);
 
-/** True for a zod schema (classic or mini). */
-export function isZodSchema(value: unknown): value is z.core.$ZodType {
-  return typeof value === 'object' && value !== null && '_zod' in value;
-}
+export { isZodSchema };
 
 /**
  * Throws `INVALID_ARGUMENT` unless `handler` is a function of arity 1 or 2.
@@ -238,28 +236,13 @@ export function defineTool<const S extends ToolParameters | undefined = undefine
   });
 }
 
-const schemaCache = new WeakMap<object, Record<string, unknown>>();
-
 /**
  * The JSON Schema of a tool's arguments, for prompts and provider requests. zod schemas are
  * converted with `z.toJSONSchema` (input side, so defaulted keys are optional; unrepresentable
  * parts become `{}`), without the `$schema` key. No schema gives an open object schema.
  */
 export function toolParametersJsonSchema(tool: Pick<Tool, 'parameters'>): Record<string, unknown> {
-  const params = tool.parameters;
-  if (params === undefined || params === true) return { type: 'object', properties: {} };
-  if (params === false) return { not: {} };
-  const cached = schemaCache.get(params);
-  if (cached !== undefined) return structuredClone(cached);
-  let schema: Record<string, unknown>;
-  if (isZodSchema(params)) {
-    const { $schema: _ignored, ...rest } = z.toJSONSchema(params, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
-    schema = rest;
-  } else {
-    schema = structuredClone(params as Record<string, unknown>);
-  }
-  schemaCache.set(params, schema);
-  return structuredClone(schema);
+  return parametersJsonSchema(tool.parameters);
 }
 
 /** A tool as a function declaration: `{ name, description, parameters }`. */
