@@ -59,6 +59,16 @@ interface RunOptions {
 /** A prompt as tokens now, or once tokenizing (src/prompt-tokens.ts) finishes. */
 type Tokens = Int32Array | Promise<Int32Array>;
 
+let sessionForImpl: (ctx: Context, id: string) => Session;
+
+/**
+ * @internal A conversation's Session: the live one with this id on `ctx`, or a new one. For
+ * layers that key conversations by id (the server, the Agent); not public API.
+ */
+export function sessionFor(ctx: Context, id: string): Session {
+  return sessionForImpl(ctx, id);
+}
+
 /**
  * A llama.cpp context: a KV cache for up to `sequences` concurrent requests, and one
  * native thread that batches all of them into each decode. Create with
@@ -98,6 +108,7 @@ export class Context {
       command: (ctx, build) => ctx.#sessionCommand(build(nextRequestId++)),
       create: (ctx, options) => ctx.createSession(options),
     });
+    sessionForImpl = (ctx, id) => ctx.#live(id) ?? ctx.createSession({ id });
   }
 
   private constructor(model: Model, opts: ParsedContextOptions) {
@@ -492,11 +503,6 @@ export class Context {
   /** A string id from the deprecated API: its Session when one is live, else the bare id. */
   #sessionRef(id: string): SessionRef {
     return this.#live(id) ?? { id, ttlMs: undefined };
-  }
-
-  /** @internal The conversation's Session: the live one with this id, or a new one (server, Agent). */
-  static sessionFor(ctx: Context, id: string): Session {
-    return ctx.#live(id) ?? ctx.createSession({ id });
   }
 
   /**

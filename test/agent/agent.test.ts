@@ -194,7 +194,7 @@ describe('Agent on the scripted demo model', () => {
 
   it('validates its options and input', () => {
     expect(() => new Agent({ context: ctx, maxTurns: 0 })).toThrow(/expected .* for "maxTurns" but received 0 of type number/);
-    expect(() => new Agent({ context: ctx, generate: { prompt: 'x' } as never })).toThrow(/without prompt, signal, tokens, toolCalls, sessionId/);
+    expect(() => new Agent({ context: ctx, generate: { prompt: 'x' } as never })).toThrow(/without prompt, signal, emitTokenIds, tokens, detectToolCalls, toolCalls, sessionId/);
     expect(() => new Agent({ context: ctx, maxTurn: 3 } as never)).toThrow(/unknown option "maxTurn"/);
     expect(() => new Agent({ context: {} as never })).toThrow(/expected a Context/);
     expect(() => new Agent({ context: ctx, template: '{% if %}' })).toThrow(/not valid Jinja/);
