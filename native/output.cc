@@ -56,7 +56,7 @@ const char *Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::
     switch (o.kind) {
       case MarkerMatcher::Kind::Text:
         for (llama_token t : o.tokens) {
-          if (r.p->tokens) r.pendingTokens.push_back(t);
+          if (r.p->emitTokenIds) r.pendingTokens.push_back(t);
           if (r.text->Push(Piece(t, r.p->renderSpecial), &r.pendingText)) return "stop";
         }
         break;
@@ -125,7 +125,7 @@ const char *Output::OnToken(Request &r, llama_token tok, size_t nCtxSeq) {
     ended = ProcessOutputs(r, outs_);
     if (r.p->greedyToolSyntax) r.sampler.UseGreedy(r.matcher->WantsGreedy());
   } else {
-    if (r.p->tokens) r.pendingTokens.push_back(tok);
+    if (r.p->emitTokenIds) r.pendingTokens.push_back(tok);
     if (r.text->Push(Piece(tok, r.p->renderSpecial), &r.pendingText)) ended = "stop";
   }
   if (ended != nullptr) return ended;

@@ -24,38 +24,41 @@ struct SessionCommand {
   std::string from;  // Fork: the session copied into RequestParams::sessionId
 };
 
+// Every field is read from a required key of the JS request (src/native-request.ts builds it
+// complete); the initialisers are neutral zeros, not defaults.
 struct RequestParams {
   uint64_t id = 0;
+  // Engine-thread tokenization: unused since TS always sends promptTokens (removed at merge).
   bool hasText = false;
   std::string promptText;
-  std::vector<llama_token> promptTokens;
-  bool addSpecial = true;
+  bool addSpecial = false;
   bool parseSpecial = false;
-  int32_t maxTokens = -1;  // -1: until end of generation or the context end
+  std::vector<llama_token> promptTokens;
+  int32_t maxTokens = 0;  // -1: until end of generation or the context end
   std::vector<std::string> stops;
   SamplerParams sampling;
-  bool tokens = false;          // the `tokens` option: token ids travel with text events
+  bool emitTokenIds = false;   // token ids travel with text events
   bool renderSpecial = false;  // render control tokens into the text
   // KV reuse
-  std::string sessionId;          // pin a sequence across requests
+  std::string sessionId;          // pin a sequence across requests ("" = none)
   std::string cacheScope;         // reuse KV only within this scope ("" = shared; scoped KV stays out of the tiers)
   bool waitForSession = false;    // wait instead of SESSION_BUSY
-  int64_t sessionTtlMs = -1;      // this session's idle TTL (-1: the context's sessionTtlMs)
+  int64_t sessionTtlMs = 0;       // this session's idle TTL (-1: the context's sessionTtlMs)
   bool continueSession = false;   // prompt = the session's committed tokens + this prompt
   bool hasExpect = false;         // verify the committed tokens (TRANSCRIPT_MISMATCH)
   std::vector<llama_token> expectCommitted;
   bool prefillOnly = false;       // warm the prompt's KV, generate nothing
   std::unique_ptr<SessionCommand> command;  // set: a session command, not a generation
-  bool toolCalls = true;        // the `toolCalls` option: detect spans when the context has markers
-  bool greedyToolSyntax = true;  // sample the wrapper syntax with the greedy chain
+  bool detectToolCalls = false;   // detect spans when the context has markers
+  bool greedyToolSyntax = false;  // sample the wrapper syntax with the greedy chain
   // Tool-call grammar (per request; empty: spans are unconstrained). It covers a whole span,
   // start marker to end marker, and is active inside spans only, or from the first token when
   // `toolRequired` (toolChoice 'required' or a named tool) until the first span closes.
   std::string toolGrammar;
-  std::string toolGrammarRoot = "root";
+  std::string toolGrammarRoot;
   bool toolRequired = false;
-  bool parallelToolCalls = true;  // false: generation ends when the first span closes
-  int32_t toolEndEog = -1;        // the end marker when it is one end-of-generation token
+  bool parallelToolCalls = false;  // false: generation ends when the first span closes
+  int32_t toolEndEog = 0;          // the end marker when it is one end-of-generation token, else -1
 };
 
 struct FinalStats {

@@ -19,7 +19,7 @@ Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
 
 bool Scheduler::InitToolGrammar(Request &r, std::string *error) {
   const RequestParams &p = *r.p;
-  if (p.toolGrammar.empty() || !cfg_.markers.Enabled() || !p.toolCalls) return true;
+  if (p.toolGrammar.empty() || !cfg_.markers.Enabled() || !p.detectToolCalls) return true;
   llama_sampler *g = grammars_.Get(vocab_, p.toolGrammar, p.toolGrammarRoot);
   if (g == nullptr) {
     *error = "The tool-call grammar could not be parsed";
@@ -241,13 +241,13 @@ void Scheduler::DrainCommands(bool wait) {
       code = ErrorCode::ContextOverflow;
       error = "The prompt has " + std::to_string(r->tokens.size()) + " tokens but a sequence of this context holds " +
               std::to_string(sequenceContextSize_) + " (one more is needed to generate); use a larger contextSize or a shorter prompt";
-    } else if (!r->sampler.Init(vocab_, r->p->sampling, cfg_.markers.Enabled() && r->p->toolCalls && r->p->greedyToolSyntax,
+    } else if (!r->sampler.Init(vocab_, r->p->sampling, cfg_.markers.Enabled() && r->p->detectToolCalls && r->p->greedyToolSyntax,
                                 &error)) {
     } else if (!InitToolGrammar(*r, &error)) {
     } else {
       failed = false;
     }
-    if (!failed && cfg_.markers.Enabled() && r->p->toolCalls) r->matcher = std::make_unique<MarkerMatcher>(&cfg_.markers);
+    if (!failed && cfg_.markers.Enabled() && r->p->detectToolCalls) r->matcher = std::make_unique<MarkerMatcher>(&cfg_.markers);
     r->nPrompt = r->tokens.size();
     r->stats.promptTokens = static_cast<int32_t>(r->nPrompt);
     if (failed) {

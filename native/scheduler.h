@@ -34,28 +34,30 @@
 
 namespace llamux {
 
+// Read from required keys of the JS options (src/native-request.ts contextConfig builds them
+// complete); the initialisers are neutral zeros, not defaults.
 struct ContextConfig {
-  uint32_t contextSize = 4096;
-  uint32_t batchSize = 512;
-  uint32_t microBatchSize = 512;
-  uint32_t sequences = 1;
+  uint32_t contextSize = 0;
+  uint32_t batchSize = 0;
+  uint32_t microBatchSize = 0;
+  uint32_t sequences = 0;
   int32_t threads = 0;       // 0: hardware threads
   int32_t batchThreads = 0;  // 0: same as nThreads
-  bool unifiedKv = true;
-  int32_t flashAttention = -1;  // -1 auto, 0 off, 1 on
-  int32_t kvTypeK = -1;      // ggml_type, -1: llama.cpp default
-  int32_t kvTypeV = -1;
-  uint32_t maxQueued = 1024;
+  bool unifiedKv = false;
+  int32_t flashAttention = 0;  // -1 auto, 0 off, 1 on
+  int32_t kvTypeK = 0;         // ggml_type, -1: llama.cpp default
+  int32_t kvTypeV = 0;
+  uint32_t maxQueued = 0;
   uint32_t prefillChunk = 0;  // prompt tokens per tick, 0: batchSize
   MarkerSet markers;          // tool-call markers (token ids); empty: plain text path
-  size_t cacheRamBytes = 256u << 20;  // RAM tier budget; 0 disables it
-  uint32_t sessionTtlMs = 600000;     // idle sessions are released after this
-  uint32_t idleKvSpillMs = 0;         // idle KV older than this leaves a busy cache (0: never)
-  std::string cacheDir;               // disk tier folder ("" disables it)
-  bool diskWriteThrough = true;       // write each finished request's KV to the disk tier
-  uint64_t cacheDiskBytes = 4ull << 30;
+  size_t cacheRamBytes = 0;   // RAM tier budget; 0 disables it
+  uint32_t sessionTtlMs = 0;  // idle sessions are released after this
+  uint32_t idleKvSpillMs = 0; // idle KV older than this leaves a busy cache (0: never)
+  std::string cacheDir;       // disk tier folder ("" disables it)
+  bool diskWriteThrough = false;  // write each finished request's KV to the disk tier
+  uint64_t cacheDiskBytes = 0;
   std::string modelFingerprint;
-  bool prefixCache = true;  // false: every request prefills its whole prompt (a baseline)
+  bool prefixCache = false;  // false: every request prefills its whole prompt (a baseline)
   // The model's RPC servers (nullptr: local). When one is gone at shutdown, the context's
   // KV (partly on that server) is leaked instead of freed: freeing would wait on it forever.
   std::shared_ptr<rpc::Group> rpc;
