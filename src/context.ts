@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
-import { native, type NativeCacheStats, type NativeContext, type NativeEvent, type NativeReady, type NativeRequest, type NativeSessionCommand } from './binding.js';
+import { native, type NativeCacheStats, type NativeContext, type NativeEvent, type NativeRequest, type NativeSessionCommand } from './binding.js';
 import { deprecate } from './deprecation.js';
 import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
 import type { CacheReport, GenerateResult } from './events.js';
-import { Generation, finalResult } from './generation.js';
+import { Generation } from './generation.js';
+import { InFlight } from './in-flight.js';
 import { layoutKey, prefixKey } from './layout-key.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
@@ -17,6 +18,8 @@ import {
   generateRequest,
   prefillRequest,
   toolFields,
+  readySettings,
+  type ContextSettings,
   type ParsedContextOptions,
   type SessionRef,
 } from './native-request.js';
@@ -35,12 +38,7 @@ import { Session, installContextPort, type SessionContinueOptions, type SessionG
 
 export { Generation } from './generation.js';
 
-/** The values llama.cpp actually applied when it created the context. */
-export type ContextSettings = Omit<NativeReady, 'flashAttention' | 'kvTypeK' | 'kvTypeV'> & {
-  flashAttention: 'auto' | 'on' | 'off';
-  kvCacheTypeK: number;
-  kvCacheTypeV: number;
-};
+export type { ContextSettings } from './native-request.js';
 
 let nextRequestId = 1;
 
@@ -81,7 +79,7 @@ export class Context {
   #native: NativeContext;
   #settings: ContextSettings | undefined;
   #layoutKey: string | undefined;
-  #requests = new Map<number, { gen: Generation; signal?: AbortSignal; onAbort?: () => void }>();
+  #inFlight = new InFlight((id) => this.#native.cancel(id));
   /** Requests whose prompt is being tokenized: counted as pending, submitted in call order. */
   #tokenizing = 0;
   #submitChain: Promise<void> = Promise.resolve();
@@ -97,8 +95,6 @@ export class Context {
   #sessionsGone = new FinalizationRegistry<string>((id) => {
     if (this.#sessions.get(id)?.deref() === undefined) this.#sessions.delete(id);
   });
-  /** Session commands in flight: they run no decode and end with a sessionDone event. */
-  #commands = new Map<number, { resolve: () => void; reject: (e: unknown) => void }>();
   #prefixKeys = new Map<string, Int32Array>();
 
   static {
@@ -165,7 +161,7 @@ export class Context {
 
   /** Requests submitted (or tokenizing) and not finished. */
   get pendingRequests(): number {
-    return this.#requests.size + this.#tokenizing;
+    return this.#inFlight.requests + this.#tokenizing;
   }
 
   #onEvents(events: NativeEvent[]): void {
@@ -190,18 +186,7 @@ export class Context {
       this.#ready = undefined;
       return;
     }
-    const cmd = ev.type === 'sessionDone' ? this.#commands.get(ev.id) : undefined;
-    if (cmd) {
-      this.#commands.delete(ev.id);
-      cmd.reject(err);
-      return;
-    }
-    const entry = this.#requests.get(ev.id);
-    if (!entry) return;
-    this.#requests.delete(ev.id);
-    if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
-    this.#native.cancel(ev.id); // a final may still be coming: the engine stops the request
-    entry.gen.onError(err);
+    this.#inFlight.fail(ev, err);
   }
 
   #dispatch(ev: NativeEvent): void {
@@ -219,43 +204,6 @@ export class Context {
         this.#ready = undefined;
         return;
       }
-      case 'text': {
-        this.#requests.get(ev.id)?.gen.onText(ev.text, ev.tokens);
-        return;
-      }
-      case 'toolCallStart':
-        this.#requests.get(ev.id)?.gen.onEvent({ type: 'toolCallStart', index: ev.index });
-        return;
-      case 'toolCallDelta':
-        this.#requests.get(ev.id)?.gen.onEvent({ type: 'toolCallDelta', index: ev.index, text: ev.text });
-        return;
-      case 'toolCallEnd':
-        this.#requests.get(ev.id)?.gen.onEvent({ type: ev.truncated ? 'toolCallTruncated' : 'toolCallEnd', index: ev.index, text: ev.text, tokens: ev.tokens });
-        return;
-      case 'final': {
-        const entry = this.#requests.get(ev.id);
-        if (!entry) return;
-        this.#requests.delete(ev.id);
-        if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
-        if (ev.finishReason === 'abort') {
-          entry.gen.onError(abortError(entry.signal, 'The generation'));
-          return;
-        }
-        if (ev.finishReason === 'error') {
-          entry.gen.onError(new LlamuxError(toErrorCode(ev.code), ev.message ?? 'Generation failed'));
-          return;
-        }
-        entry.gen.onFinal(finalResult({ ...ev, finishReason: ev.finishReason }));
-        return;
-      }
-      case 'sessionDone': {
-        const cmd = this.#commands.get(ev.id);
-        if (!cmd) return;
-        this.#commands.delete(ev.id);
-        if (ev.code === undefined) cmd.resolve();
-        else cmd.reject(new LlamuxError(toErrorCode(ev.code), ev.message ?? 'The session command failed'));
-        return;
-      }
       case 'rpcFailed': {
         // An RPC server of the model died: everything on this context fails, typed, and
         // the context refuses further work (its engine thread may wait on that server forever).
@@ -264,18 +212,14 @@ export class Context {
         this.#disposed = true;
         this.#ready?.reject(new LlamuxError('RPC_UNAVAILABLE', `Could not create the context: ${ev.message}`));
         this.#ready = undefined;
-        for (const [, cmd] of this.#commands) cmd.reject(err);
-        this.#commands.clear();
-        for (const [, entry] of this.#requests) {
-          if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
-          entry.gen.onError(new LlamuxError('RPC_UNAVAILABLE', ev.message));
-        }
-        this.#requests.clear();
+        this.#inFlight.failAll(() => new LlamuxError('RPC_UNAVAILABLE', ev.message), true);
         void this.dispose();
         return;
       }
       case 'closed':
         return;
+      default:
+        this.#inFlight.deliver(ev);
     }
   }
 
@@ -287,10 +231,10 @@ export class Context {
 
 
   #updateRef(): void {
-    const busy = this.#requests.size > 0 || this.#tokenizing > 0 || this.#commands.size > 0 || this.#ready !== undefined;
+    const busy = this.#inFlight.requests > 0 || this.#tokenizing > 0 || this.#inFlight.commands > 0 || this.#ready !== undefined;
     if (busy) busyContexts.add(this);
     else busyContexts.delete(this);
-    if (this.#disposed && this.#requests.size === 0) return;
+    if (this.#disposed && this.#inFlight.requests === 0) return;
     this.#native.setRef(busy);
   }
 
@@ -390,13 +334,7 @@ export class Context {
     } catch (e) {
       throw fromNative(e);
     }
-    const entry: { gen: Generation; signal?: AbortSignal; onAbort?: () => void } = { gen };
-    if (signal) {
-      entry.signal = signal;
-      entry.onAbort = () => this.#native.cancel(id);
-      signal.addEventListener('abort', entry.onAbort, { once: true });
-    }
-    this.#requests.set(id, entry);
+    this.#inFlight.add(id, gen, signal);
     this.#updateRef();
     if (session) Context.#track(session, gen);
   }
@@ -465,7 +403,7 @@ export class Context {
     } catch (e) {
       return Promise.reject(fromNative(e));
     }
-    const done = new Promise<void>((resolve, reject) => this.#commands.set(cmd.id, { resolve, reject }));
+    const done = this.#inFlight.command(cmd.id);
     this.#updateRef();
     return done;
   }
@@ -539,12 +477,7 @@ export class Context {
     this.#disposed = true;
     this.#closing = this.#native.close().then(() => {
       // Requests that never got a final (should not happen) still end.
-      for (const [, cmd] of this.#commands) cmd.reject(new LlamuxError('DISPOSED', 'The context was disposed'));
-      this.#commands.clear();
-      for (const [, entry] of this.#requests) {
-        entry.gen.onError(new LlamuxError('DISPOSED', 'The context was disposed'));
-      }
-      this.#requests.clear();
+      this.#inFlight.failAll(() => new LlamuxError('DISPOSED', 'The context was disposed'), false);
       busyContexts.delete(this);
       this.#native.setRef(false);
       for (const fn of this.#onDispose) fn();
@@ -555,14 +488,4 @@ export class Context {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.dispose();
   }
-}
-
-function readySettings(r: NativeReady): ContextSettings {
-  const { flashAttention, kvTypeK, kvTypeV, ...rest } = r;
-  return {
-    ...rest,
-    flashAttention: flashAttention === 1 ? 'on' : flashAttention === 0 ? 'off' : 'auto',
-    kvCacheTypeK: kvTypeK,
-    kvCacheTypeV: kvTypeV,
-  };
 }

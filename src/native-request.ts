@@ -4,7 +4,7 @@
 // defaults (native/context.cc throws a TypeError naming a missing or mistyped key). Defaults
 // live in src/options.ts; this file only encodes (undefined maxTokens → -1, no session → '').
 import { resolve as resolvePath } from 'node:path';
-import type { NativeContextOptions, NativeRequest, NativeSessionCommand } from './binding.js';
+import type { NativeContextOptions, NativeReady, NativeRequest, NativeSessionCommand } from './binding.js';
 import { LlamuxError } from './errors.js';
 import { compileToolGrammar } from './grammar/index.js';
 import type { ResolvedMarkers } from './markers.js';
@@ -225,5 +225,23 @@ export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarke
     markerEnd: markers?.end ?? EMPTY_I32,
     markerPayloadStart: markers?.payloadStart ?? EMPTY_I32,
     markerPayloadEnd: markers?.payloadEnd ?? EMPTY_I32,
+  };
+}
+
+/** The values llama.cpp actually applied when it created the context. */
+export type ContextSettings = Omit<NativeReady, 'flashAttention' | 'kvTypeK' | 'kvTypeV'> & {
+  flashAttention: 'auto' | 'on' | 'off';
+  kvCacheTypeK: number;
+  kvCacheTypeV: number;
+};
+
+/** The native ready report as ContextSettings. */
+export function readySettings(r: NativeReady): ContextSettings {
+  const { flashAttention, kvTypeK, kvTypeV, ...rest } = r;
+  return {
+    ...rest,
+    flashAttention: flashAttention === 1 ? 'on' : flashAttention === 0 ? 'off' : 'auto',
+    kvCacheTypeK: kvTypeK,
+    kvCacheTypeV: kvTypeV,
   };
 }
