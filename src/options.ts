@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { LlamuxError } from './errors.js';
 import { MarkerOptionSchema } from './markers.js';
 import { deprecate } from './deprecation.js';
+import { formatIssues } from './issues.js';
 
 const zodSchema = z.custom<z.core.$ZodType>((v) => typeof v === 'object' && v !== null && '_zod' in v, { message: 'expected a zod schema' });
 
@@ -268,38 +269,9 @@ export type TokenizeOptions = z.input<typeof TokenizeOptionsSchema>;
 export const DetokenizeOptionsSchema = z.object({ special: z.boolean().default(false) }).strict();
 export type DetokenizeOptions = z.input<typeof DetokenizeOptionsSchema>;
 
-function describe(v: unknown): string {
-  if (v === undefined) return 'undefined';
-  if (v === null) return 'null';
-  if (typeof v === 'string') return `${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)} of type string`;
-  if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return `${String(v)} of type ${typeof v}`;
-  if (Array.isArray(v)) return 'an array';
-  return `a value of type ${typeof v === 'object' ? (v.constructor?.name ?? 'object') : typeof v}`;
-}
-
-function valueAt(root: unknown, path: PropertyKey[]): unknown {
-  let cur: unknown = root;
-  for (const key of path) {
-    if (cur === null || typeof cur !== 'object') return undefined;
-    cur = (cur as Record<PropertyKey, unknown>)[key];
-  }
-  return cur;
-}
-
 /** Parses `input` with `schema`; on failure throws INVALID_ARGUMENT naming each bad option. */
 export function parseOptions<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
   const r = schema.safeParse(input ?? {});
   if (r.success) return r.data;
-  const parts = r.error.issues.map((issue) => {
-    if (issue.code === 'unrecognized_keys') {
-      return `unknown option${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-    }
-    const name = issue.path.length ? issue.path.map(String).join('.') : what;
-    const expected = issue.message
-      .replace(/^Invalid input: expected /, '')
-      .replace(/^Invalid input/, 'a valid value')
-      .replace(/, received \w+$/, '');
-    return `expected ${expected} for "${name}" but received ${describe(valueAt(input, issue.path))}`;
-  });
-  throw new LlamuxError('INVALID_ARGUMENT', `Invalid ${what}: ${parts.join('; ')}`, { issues: r.error.issues });
+  throw new LlamuxError('INVALID_ARGUMENT', `Invalid ${what}: ${formatIssues(r.error.issues, { kind: 'option', input, what })}`, { issues: r.error.issues });
 }

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { ToolError, describeReceived, expectedArgument, invalidArgument } from './errors.js';
 import { checkJsonSchema, compileJsonSchema, type JsonSchema } from './json-schema.js';
 import { isZodSchema, parametersJsonSchema } from '../tool-schema.js';
+import { formatIssues } from '../issues.js';
 
 /** One call the model asked for. `arguments` is an object, or a JSON string that the runner parses. */
 export interface ToolCall {
@@ -305,13 +306,10 @@ export async function validateToolArguments(tool: AnyTool, call: ToolCall, args:
     const parsed = await z.safeParseAsync(params, args);
     if (parsed.success) return { ok: true, value: parsed.data };
     const issues = parsed.error.issues.map((i) => ({ path: i.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), message: i.message }));
-    return invalid(call, formatIssues(issues), { issues }, parsed.error);
+    return invalid(call, formatIssues(issues, { kind: 'argument' }), { issues }, parsed.error);
   }
   const issues = checkJsonSchema(params, args);
   if (issues.length === 0) return { ok: true, value: args };
-  return invalid(call, formatIssues(issues), { issues });
+  return invalid(call, formatIssues(issues, { kind: 'argument' }), { issues });
 }
 
-function formatIssues(issues: readonly { path: readonly (string | number)[]; message: string }[]): string {
-  return issues.map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ');
-}
