@@ -48,6 +48,7 @@ Napi::Object ReadyToJs(Napi::Env env, const ReadyInfo &r) {
   o.Set("kvTypeK", r.kvTypeK);
   o.Set("kvTypeV", r.kvTypeV);
   o.Set("canTruncateKv", r.canTruncateKv);
+  o.Set("layoutKey", r.layoutKey);
   return o;
 }
 

@@ -99,6 +99,7 @@ struct ReadyInfo {
   int32_t flashAttention = -1;
   int32_t kvTypeK = 0, kvTypeV = 0;
   bool canTruncateKv = true;
+  std::string layoutKey;  // LayoutKey() (hash.h): which saved states and prefix keys fit this context
 };
 
 struct Event {

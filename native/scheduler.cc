@@ -106,15 +106,11 @@ bool Scheduler::Start(std::string *error) {
   counters_.ramBudget = cfg_.cacheRamBytes;
   counters_.kvCellsTotal = llama_n_ctx(ctx_);
   lastExpiry_ = Clock::now();
+  // The context's layout key: which saved states (disk tier files) and warmed prefixes (JS
+  // prefix keys, reported in the ready event) are valid here: same weights, same KV layout.
+  const std::string fp = LayoutKey(cfg_.modelFingerprint, cp.type_k, cp.type_v, cfg_.unifiedKv,
+                                   static_cast<int32_t>(llama_n_ctx_seq(ctx_)), cfg_.flashAttention);
   if (!cfg_.cacheDir.empty() && cfg_.prefixCache) {
-    // Files are only valid for the same weights and the same KV layout.
-    Hash128 h;
-    h.UpdateString(cfg_.modelFingerprint);
-    h.UpdateValue(cp.type_k);
-    h.UpdateValue(cp.type_v);
-    h.UpdateValue(cfg_.unifiedKv);
-    h.UpdateValue(static_cast<int32_t>(llama_n_ctx_seq(ctx_)));
-    std::string fp = h.Hex();
     disk = std::make_unique<DiskTier>(cfg_.cacheDir + "/" + fp.substr(0, 16), fp, cfg_.cacheDiskBytes);
     disk->Load();
     counters_.diskBudget = cfg_.cacheDiskBytes;
@@ -133,6 +129,7 @@ bool Scheduler::Start(std::string *error) {
   ev.ready.batchThreads = llama_n_threads_batch(ctx_);
   ev.ready.unifiedKv = cfg_.unifiedKv;
   ev.ready.flashAttention = cfg_.flashAttention;
+  ev.ready.layoutKey = fp;
   ev.ready.kvTypeK = static_cast<int32_t>(cp.type_k);
   ev.ready.kvTypeV = static_cast<int32_t>(cp.type_v);
   ev.ready.canTruncateKv = canTruncate_;

@@ -225,6 +225,11 @@ export interface NativeReady {
   kvTypeV: number;
   /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
   canTruncateKv: boolean;
+  /**
+   * The identity of this context's KV layout (model fingerprint, KV types, unified KV, cells per
+   * sequence, flash attention): the disk tier's file compatibility and the base of prefix keys.
+   */
+  layoutKey: string;
 }
 
 export type NativeEvent =

@@ -7,7 +7,7 @@ import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
 import type { CacheReport, GenerateResult } from './events.js';
 import { Generation } from './generation.js';
 import { InFlight } from './in-flight.js';
-import { layoutKey, prefixKey } from './layout-key.js';
+import { prefixKey } from './layout-key.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
 import {
@@ -78,7 +78,6 @@ export class Context {
   readonly markers: ResolvedMarkers | undefined;
   #native: NativeContext;
   #settings: ContextSettings | undefined;
-  #layoutKey: string | undefined;
   #inFlight = new InFlight((id) => this.#native.cancel(id));
   /** Requests whose prompt is being tokenized: counted as pending, submitted in call order. */
   #tokenizing = 0;
@@ -366,8 +365,7 @@ export class Context {
     const o = parseOptions(PrefillOptionsSchema, options, 'prefillOnly options');
     let tokens = await promptTokens(this.model, prompt, o);
     if (o.parentKey) tokens = joinTokens(this.#parent(o.parentKey), tokens);
-    this.#layoutKey ??= layoutKey(this.model.metadata.fingerprint, this.settings);
-    const key = prefixKey(this.#layoutKey, tokens);
+    const key = prefixKey(this.settings.layoutKey, tokens);
     this.#prefixKeys.delete(key);
     this.#prefixKeys.set(key, tokens);
     if (this.#prefixKeys.size > 4096) this.#prefixKeys.delete(this.#prefixKeys.keys().next().value!);
