@@ -81,6 +81,8 @@ export class Context {
   #inFlight = new InFlight((id) => this.#native.cancel(id));
   /** Requests whose prompt is being tokenized: counted as pending, submitted in call order. */
   #tokenizing = 0;
+  /** Submissions (requests and session commands) waiting in #submitChain. */
+  #chained = 0;
   #submitChain: Promise<void> = Promise.resolve();
   #disposed = false;
   /** Set when an RPC server of the model died (rpcFailed). */
@@ -230,7 +232,7 @@ export class Context {
 
 
   #updateRef(): void {
-    const busy = this.#inFlight.requests > 0 || this.#tokenizing > 0 || this.#inFlight.commands > 0 || this.#ready !== undefined;
+    const busy = this.#inFlight.requests > 0 || this.#chained > 0 || this.#inFlight.commands > 0 || this.#ready !== undefined;
     if (busy) busyContexts.add(this);
     else busyContexts.delete(this);
     if (this.#disposed && this.#inFlight.requests === 0) return;
@@ -292,7 +294,7 @@ export class Context {
       gen.onError(abortError(o.signal, 'The generation'));
       return gen;
     }
-    const now = this.#tokenizing === 0 ? tokens() : undefined;
+    const now = this.#chained === 0 ? tokens() : undefined;
     if (now instanceof Int32Array) {
       this.#submit(gen, build(id, now), o.signal, session);
       submitted = true;
@@ -300,6 +302,7 @@ export class Context {
     }
     // Tokenizing: submit later, after every request started before this one.
     this.#tokenizing++;
+    this.#chained++;
     this.#updateRef();
     if (session) Context.#track(session, gen);
     const signal = o.signal;
@@ -320,6 +323,7 @@ export class Context {
       })
       .finally(() => {
         this.#tokenizing--;
+        this.#chained--;
         this.#updateRef();
       });
     this.#submitChain = step;
@@ -394,16 +398,29 @@ export class Context {
     return this.#run(o, tokens, (id, p) => continueRequest(id, o, p, tools, session), session);
   }
 
+  /** Queues a session command after every request started before it (in call order). */
   #sessionCommand(cmd: NativeSessionCommand): Promise<void> {
-    if (this.#disposed) return Promise.reject(this.#gone());
-    try {
-      this.#native.sessionCommand(cmd);
-    } catch (e) {
-      return Promise.reject(fromNative(e));
-    }
-    const done = this.#inFlight.command(cmd.id);
-    this.#updateRef();
-    return done;
+    const send = (): Promise<void> => {
+      if (this.#disposed) return Promise.reject(this.#gone());
+      try {
+        this.#native.sessionCommand(cmd);
+      } catch (e) {
+        return Promise.reject(fromNative(e));
+      }
+      const done = this.#inFlight.command(cmd.id);
+      this.#updateRef();
+      return done;
+    };
+    if (this.#chained === 0) return send();
+    this.#chained++;
+    let done!: Promise<void>;
+    const step = this.#submitChain.then(() => {
+      done = send();
+      this.#chained--;
+      this.#updateRef();
+    });
+    this.#submitChain = step;
+    return step.then(() => done);
   }
 
   /**
