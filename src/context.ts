@@ -7,7 +7,7 @@ import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
 import type { CacheReport, GenerateResult } from './events.js';
 import { Generation } from './generation.js';
 import { InFlight } from './in-flight.js';
-import { prefixKey } from './layout-key.js';
+import { PrefixKeys } from './prefix-keys.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
 import {
@@ -96,7 +96,7 @@ export class Context {
   #sessionsGone = new FinalizationRegistry<string>((id) => {
     if (this.#sessions.get(id)?.deref() === undefined) this.#sessions.delete(id);
   });
-  #prefixKeys = new Map<string, Int32Array>();
+  #prefixKeys = new PrefixKeys();
 
   static {
     installContextPort({
@@ -264,7 +264,7 @@ export class Context {
     const tools = toolFields(o, this.markers, this.model);
     const tokens = (): Tokens => {
       if (o.parentKey === undefined) return promptTokens(this.model, o.prompt, o);
-      const parent = this.#parent(o.parentKey);
+      const parent = this.#prefixKeys.tokens(o.parentKey);
       // The tail of a prefix key is tokenized without BOS and without special-token parsing.
       const tail = promptTokens(this.model, o.prompt, { addSpecial: false, parseSpecial: false, signal: o.signal });
       return tail instanceof Promise ? tail.then((t) => joinTokens(parent, t)) : joinTokens(parent, tail);
@@ -352,12 +352,6 @@ export class Context {
     return this.generate(options).result;
   }
 
-  #parent(parentKey: string): Int32Array {
-    const parent = this.#prefixKeys.get(parentKey);
-    if (!parent) throw new LlamuxError('INVALID_ARGUMENT', `Unknown parentKey "${parentKey}": it was not returned by prefillOnly() on this context`);
-    return parent;
-  }
-
   /**
    * Computes the KV of a prompt without generating, so later requests that start with it
    * (`generate({ parentKey, prompt })`) prefill only their own tokens. The warmed prefix
@@ -368,11 +362,8 @@ export class Context {
     if (this.#disposed) throw this.#gone();
     const o = parseOptions(PrefillOptionsSchema, options, 'prefillOnly options');
     let tokens = await promptTokens(this.model, prompt, o);
-    if (o.parentKey) tokens = joinTokens(this.#parent(o.parentKey), tokens);
-    const key = prefixKey(this.settings.layoutKey, tokens);
-    this.#prefixKeys.delete(key);
-    this.#prefixKeys.set(key, tokens);
-    if (this.#prefixKeys.size > 4096) this.#prefixKeys.delete(this.#prefixKeys.keys().next().value!);
+    if (o.parentKey) tokens = joinTokens(this.#prefixKeys.tokens(o.parentKey), tokens);
+    const key = this.#prefixKeys.remember(this.settings.layoutKey, tokens);
     const session = o.sessionId === undefined ? undefined : this.#sessionRef(o.sessionId);
     const run = { emitTokenIds: false, highWaterMark: 1 << 30, signal: o.signal };
     const r = await this.#run(run, () => tokens, (id, p) => prefillRequest(id, p, session), session).result;
