@@ -29,66 +29,132 @@ function reservedReasonOf(error: unknown): string | undefined {
  * Runs a prepared, non-empty batch. `emit` sees every event as it happens. Resolves once every
  * call has exactly one outcome.
  */
-export async function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, signal: AbortSignal | undefined): Promise<RunToolCallsResult> {
-  const { calls, tools, settings } = batch;
-  const n = calls.length;
-  const outcomes: (ToolCallOutcome | undefined)[] = new Array<ToolCallOutcome | undefined>(n).fill(undefined);
-  let halt: HaltMetadata | undefined;
-  let internalFailure: unknown;
-  const observeHalt = (h: HaltMetadata): void => {
-    if (halt === undefined) halt = h; // the first halt observed in time wins
-  };
+export function executeBatch(batch: Batch, emit: (event: ToolEvent) => void, signal: AbortSignal | undefined): Promise<RunToolCallsResult> {
+  return new BatchRun(batch, emit, signal).run();
+}
 
-  const base = (i: number): EventBase => ({ index: i, toolCallId: calls[i]!.id, toolName: calls[i]!.name });
+/** One batch in flight: its outcomes, the first halt, and the concurrency pump. */
+class BatchRun {
+  readonly #calls: readonly ToolCall[];
+  readonly #tools: Batch['tools'];
+  readonly #settings: Batch['settings'];
+  readonly #emit: (event: ToolEvent) => void;
+  readonly #signal: AbortSignal | undefined;
+  readonly #outcomes: (ToolCallOutcome | undefined)[];
+  #halt: HaltMetadata | undefined;
+  #internalFailure: unknown;
+  /** Cancellations this runner made; a handler-reported ToolError('cancelled') still goes to onToolError. */
+  readonly #cancellations = new WeakSet<ToolError>();
 
-  const settle = (i: number, outcome: ToolCallOutcome, event: ToolEvent): void => {
-    if (outcomes[i] !== undefined) throw new Error(`internal error: tool call ${JSON.stringify(calls[i]!.id)} got a second result`);
-    outcomes[i] = outcome;
-    emit(event);
-  };
+  // A call takes a slot when it starts and gives it back once both its outcome is settled and its
+  // handler has stopped (settled, or its worker exited). A handler that outlives its timeout (it
+  // ignores ctx.signal, or the mode is 'abandon') therefore keeps its slot: maxConcurrency bounds
+  // the handlers really running, not just the calls still waiting for an outcome.
+  readonly #queue: number[]; // -1 marks a taken entry
+  #head = 0;
+  #running = 0; // slots taken
+  #unsettled = 0; // started calls without an outcome yet
+  readonly #busyKeys = new Set<string>();
+  #done = false;
+  #resolveAll: () => void = () => undefined;
 
-  const settleMessage = (
+  constructor(batch: Batch, emit: (event: ToolEvent) => void, signal: AbortSignal | undefined) {
+    this.#calls = batch.calls;
+    this.#tools = batch.tools;
+    this.#settings = batch.settings;
+    this.#emit = emit;
+    this.#signal = signal;
+    const n = batch.calls.length;
+    this.#outcomes = new Array<ToolCallOutcome | undefined>(n).fill(undefined);
+    this.#queue = Array.from({ length: n }, (_, i) => i);
+  }
+
+  async run(): Promise<RunToolCallsResult> {
+    const allSettled = new Promise<void>((resolve) => {
+      this.#resolveAll = resolve;
+    });
+    const onBatchAbort = (): void => {
+      this.#observeHalt({ haltedReason: 'cancelled', reason: this.#signal?.reason });
+      this.#cancelQueued(); // running calls are interrupted by their own listener in #invoke()
+      this.#checkDone();
+    };
+    const signal = this.#signal;
+    if (signal?.aborted) onBatchAbort();
+    else signal?.addEventListener('abort', onBatchAbort, { once: true });
+    this.#pump();
+    await allSettled;
+    signal?.removeEventListener('abort', onBatchAbort);
+
+    if (this.#internalFailure !== undefined) throw this.#internalFailure;
+    // Invariant: every call id has exactly one result before control returns.
+    const finished: ToolCallOutcome[] = [];
+    for (let i = 0; i < this.#calls.length; i++) {
+      const outcome = this.#outcomes[i];
+      if (outcome === undefined) throw new Error(`internal error: tool call ${JSON.stringify(this.#calls[i]!.id)} finished without a result`);
+      finished.push(outcome);
+    }
+    const messages = finished.flatMap((o) => (o.kind === 'message' ? [o.message] : []));
+    return this.#halt === undefined ? { messages, outcomes: finished } : { messages, outcomes: finished, halt: this.#halt };
+  }
+
+  // -- outcomes --------------------------------------------------------------------------------
+
+  #observeHalt(h: HaltMetadata): void {
+    if (this.#halt === undefined) this.#halt = h; // the first halt observed in time wins
+  }
+
+  #base(i: number): EventBase {
+    return { index: i, toolCallId: this.#calls[i]!.id, toolName: this.#calls[i]!.name };
+  }
+
+  #settle(i: number, outcome: ToolCallOutcome, event: ToolEvent): void {
+    if (this.#outcomes[i] !== undefined) throw new Error(`internal error: tool call ${JSON.stringify(this.#calls[i]!.id)} got a second result`);
+    this.#outcomes[i] = outcome;
+    this.#emit(event);
+  }
+
+  #settleMessage(
     i: number,
     status: ToolCallStatus,
     content: string,
     isError: boolean,
     failure: { error: unknown } | undefined,
     haltMeta?: ToolErrorHaltMetadata,
-  ): void => {
-    const call = calls[i]!;
+  ): void {
+    const call = this.#calls[i]!;
     const message: ToolMessage = { role: 'tool', toolCallId: call.id, name: call.name, content, isError };
-    settle(
+    this.#settle(
       i,
       { kind: 'message', index: i, call, status, message, ...(failure === undefined ? {} : { error: failure.error }) },
-      { type: 'tool_result_encoded', ...base(i), content, isError, status, message, ...(haltMeta === undefined ? {} : { halt: haltMeta }) },
+      { type: 'tool_result_encoded', ...this.#base(i), content, isError, status, message, ...(haltMeta === undefined ? {} : { halt: haltMeta }) },
     );
-  };
+  }
 
-  // Cancellations this runner made; a handler-reported ToolError('cancelled') still goes to onToolError.
-  const cancellations = new WeakSet<ToolError>();
-  const cancelledError = (call: ToolCall): ToolError => {
+  #cancelledError(call: ToolCall): ToolError {
     const error = new ToolError('cancelled', `tool call ${JSON.stringify(call.id)} was cancelled`, {
       toolCallId: call.id,
       toolName: call.name,
-      ...(signal?.aborted ? { cause: signal.reason } : {}),
+      ...(this.#signal?.aborted ? { cause: this.#signal.reason } : {}),
     });
-    cancellations.add(error);
+    this.#cancellations.add(error);
     return error;
-  };
+  }
 
-  const settleCancelled = (i: number, error: ToolError): void => {
-    settleMessage(i, 'cancelled', encodeFailure(settings.encoder, error, calls[i]!), true, { error });
-  };
+  #settleCancelled(i: number, error: ToolError): void {
+    this.#settleMessage(i, 'cancelled', encodeFailure(this.#settings.encoder, error, this.#calls[i]!), true, { error });
+  }
 
-  // -- one call ------------------------------------------------------------------------------
+  // -- one call --------------------------------------------------------------------------------
 
   /**
    * Runs one handler and resolves with its result, or with `timeout`/`cancelled` when it is
    * interrupted. `occupy` receives the handler's own promise: the call's concurrency slot (and
    * `concurrencyKey`) stays taken until that settles, even when the result was reported earlier.
    */
-  const invoke = async (tool: AnyTool, call: ToolCall, args: unknown, occupy: (handler: Promise<unknown>) => void): Promise<ToolResult> => {
-    if (signal?.aborted) return toolError(cancelledError(call));
+  async #invoke(tool: AnyTool, call: ToolCall, args: unknown, occupy: (handler: Promise<unknown>) => void): Promise<ToolResult> {
+    const signal = this.#signal;
+    const settings = this.#settings;
+    if (signal?.aborted) return toolError(this.#cancelledError(call));
     const mode = effectiveMode(tool, settings);
     const timeoutMs = tool.timeoutMs ?? settings.toolTimeoutMs;
     const controller = new AbortController();
@@ -131,7 +197,7 @@ export async function executeBatch(batch: Batch, emit: (event: ToolEvent) => voi
             ...where,
             metadata: { timeoutMs, timeoutMode: mode },
           })
-        : cancelledError(call);
+        : this.#cancelledError(call);
     controller.abort(error);
     if (mode !== 'abandon') {
       let graceTimer: ReturnType<typeof setTimeout> | undefined;
@@ -142,11 +208,11 @@ export async function executeBatch(batch: Batch, emit: (event: ToolEvent) => voi
       clearTimeout(graceTimer);
     }
     return toolError(error);
-  };
+  }
 
-  const routeError = async (i: number, error: unknown): Promise<void> => {
-    const call = calls[i]!;
-    const content = (): string => encodeFailure(settings.encoder, error, call);
+  async #routeError(i: number, error: unknown): Promise<void> {
+    const call = this.#calls[i]!;
+    const content = (): string => encodeFailure(this.#settings.encoder, error, call);
     const haltWith = (haltError: unknown, extra: { onToolErrorException?: unknown } = {}): void => {
       const reserved = reservedReasonOf(error);
       const meta: ToolErrorHaltMetadata = {
@@ -157,13 +223,13 @@ export async function executeBatch(batch: Batch, emit: (event: ToolEvent) => voi
         ...extra,
         ...(reserved === undefined ? {} : { reservedHaltReason: reserved }),
       };
-      observeHalt(meta);
-      settleMessage(i, 'error', content(), true, { error }, meta);
+      this.#observeHalt(meta);
+      this.#settleMessage(i, 'error', content(), true, { error }, meta);
     };
 
-    const policy = settings.onToolError;
+    const policy = this.#settings.onToolError;
     if (policy === 'continue') {
-      settleMessage(i, 'error', content(), true, { error });
+      this.#settleMessage(i, 'error', content(), true, { error });
       return;
     }
     if (policy === 'halt') {
@@ -189,9 +255,9 @@ export async function executeBatch(batch: Batch, emit: (event: ToolEvent) => voi
       return;
     }
     if (isContinueDecision(decision)) {
-      const encoded = encodeSuccess(settings.encoder, decision.continue, call);
+      const encoded = encodeSuccess(this.#settings.encoder, decision.continue, call);
       if (encoded.ok) {
-        settleMessage(i, 'error', encoded.content, decision.isError ?? true, { error });
+        this.#settleMessage(i, 'error', encoded.content, decision.isError ?? true, { error });
       } else {
         haltWith(encoded.error);
       }
@@ -205,46 +271,46 @@ export async function executeBatch(batch: Batch, emit: (event: ToolEvent) => voi
         metadata: { originalError: error },
       }),
     );
-  };
+  }
 
-  const route = async (i: number, result: ToolResult): Promise<void> => {
-    const call = calls[i]!;
+  async #route(i: number, result: ToolResult): Promise<void> {
+    const call = this.#calls[i]!;
     switch (result[TOOL_RESULT_TAG]) {
       case 'ok': {
-        const encoded = encodeSuccess(settings.encoder, result.value, call);
-        if (encoded.ok) settleMessage(i, 'success', encoded.content, false, undefined);
-        else await routeError(i, encoded.error);
+        const encoded = encodeSuccess(this.#settings.encoder, result.value, call);
+        if (encoded.ok) this.#settleMessage(i, 'success', encoded.content, false, undefined);
+        else await this.#routeError(i, encoded.error);
         return;
       }
       case 'error':
-        if (isToolError(result.error, 'cancelled') && cancellations.has(result.error)) settleCancelled(i, result.error);
-        else await routeError(i, result.error);
+        if (isToolError(result.error, 'cancelled') && this.#cancellations.has(result.error)) this.#settleCancelled(i, result.error);
+        else await this.#routeError(i, result.error);
         return;
       case 'ask_user': {
         const options = result.options === undefined ? {} : { options: result.options };
-        observeHalt({ haltedReason: 'ask_user', toolCallId: call.id, toolName: call.name, question: result.question, ...options });
-        settle(
+        this.#observeHalt({ haltedReason: 'ask_user', toolCallId: call.id, toolName: call.name, question: result.question, ...options });
+        this.#settle(
           i,
           { kind: 'ask_user', index: i, call, question: result.question, ...options },
-          { type: 'ask_user_requested', ...base(i), question: result.question, ...options },
+          { type: 'ask_user_requested', ...this.#base(i), question: result.question, ...options },
         );
         return;
       }
       case 'halt':
-        observeHalt({ haltedReason: 'tool_halt', toolCallId: call.id, toolName: call.name, reason: result.reason, result: result.result });
-        settle(
+        this.#observeHalt({ haltedReason: 'tool_halt', toolCallId: call.id, toolName: call.name, reason: result.reason, result: result.result });
+        this.#settle(
           i,
           { kind: 'halt', index: i, call, reason: result.reason, result: result.result },
-          { type: 'tool_halt', ...base(i), reason: result.reason, result: result.result },
+          { type: 'tool_halt', ...this.#base(i), reason: result.reason, result: result.result },
         );
         return;
     }
-  };
+  }
 
-  const runCall = async (i: number, occupy: (handler: Promise<unknown>) => void): Promise<void> => {
-    const call = calls[i]!;
-    emit({ type: 'tool_execution_started', ...base(i), arguments: call.arguments });
-    const tool = tools.get(call.name);
+  async #runCall(i: number, occupy: (handler: Promise<unknown>) => void): Promise<void> {
+    const call = this.#calls[i]!;
+    this.#emit({ type: 'tool_execution_started', ...this.#base(i), arguments: call.arguments });
+    const tool = this.#tools.get(call.name);
     let result: ToolResult;
     if (tool === undefined) {
       result = toolError(
@@ -267,111 +333,79 @@ export async function executeBatch(batch: Batch, emit: (event: ToolEvent) => voi
           };
         }
       }
-      result = checked.ok ? await invoke(tool, call, checked.value, occupy) : toolError(checked.error);
+      result = checked.ok ? await this.#invoke(tool, call, checked.value, occupy) : toolError(checked.error);
     }
-    emit({ type: 'tool_execution_completed', ...base(i), result });
-    await route(i, result);
-  };
+    this.#emit({ type: 'tool_execution_completed', ...this.#base(i), result });
+    await this.#route(i, result);
+  }
 
-  // -- scheduling ----------------------------------------------------------------------------
+  // -- scheduling ------------------------------------------------------------------------------
 
-  // A call takes a slot when it starts and gives it back once both its outcome is settled and its
-  // handler has stopped (settled, or its worker exited). A handler that outlives its timeout (it
-  // ignores ctx.signal, or the mode is 'abandon') therefore keeps its slot: maxConcurrency bounds
-  // the handlers really running, not just the calls still waiting for an outcome.
-  const queue: number[] = Array.from({ length: n }, (_, i) => i); // -1 marks a taken entry
-  let head = 0;
-  let running = 0; // slots taken
-  let unsettled = 0; // started calls without an outcome yet
-  const busyKeys = new Set<string>();
-  const keyOf = (i: number): string | undefined => tools.get(calls[i]!.name)?.concurrencyKey;
+  #keyOf(i: number): string | undefined {
+    return this.#tools.get(this.#calls[i]!.name)?.concurrencyKey;
+  }
 
-  let resolveAll: () => void = () => undefined;
-  const allSettled = new Promise<void>((resolve) => {
-    resolveAll = resolve;
-  });
-  let done = false;
-  const checkDone = (): void => {
-    if (!done && unsettled === 0 && head >= queue.length) {
-      done = true;
-      resolveAll();
+  #checkDone(): void {
+    if (!this.#done && this.#unsettled === 0 && this.#head >= this.#queue.length) {
+      this.#done = true;
+      this.#resolveAll();
     }
-  };
-  const cancelQueued = (): void => {
-    for (let j = head; j < queue.length; j++) {
-      const i = queue[j]!;
+  }
+
+  #cancelQueued(): void {
+    for (let j = this.#head; j < this.#queue.length; j++) {
+      const i = this.#queue[j]!;
       if (i < 0) continue;
-      queue[j] = -1;
+      this.#queue[j] = -1;
       try {
-        settleCancelled(i, cancelledError(calls[i]!));
+        this.#settleCancelled(i, this.#cancelledError(this.#calls[i]!));
       } catch (err) {
-        internalFailure ??= err;
+        this.#internalFailure ??= err;
       }
     }
-    head = queue.length;
-  };
-  const onBatchAbort = (): void => {
-    observeHalt({ haltedReason: 'cancelled', reason: signal?.reason });
-    cancelQueued(); // running calls are interrupted by their own listener in invoke()
-    checkDone();
-  };
-  const pump = (): void => {
-    while (running < settings.maxConcurrency && !signal?.aborted) {
+    this.#head = this.#queue.length;
+  }
+
+  #pump(): void {
+    while (this.#running < this.#settings.maxConcurrency && !this.#signal?.aborted) {
       let found = -1;
-      for (let j = head; j < queue.length; j++) {
-        const i = queue[j]!;
+      for (let j = this.#head; j < this.#queue.length; j++) {
+        const i = this.#queue[j]!;
         if (i < 0) {
-          if (j === head) head++;
+          if (j === this.#head) this.#head++;
           continue;
         }
-        const key = keyOf(i);
-        if (key === undefined || !busyKeys.has(key)) {
+        const key = this.#keyOf(i);
+        if (key === undefined || !this.#busyKeys.has(key)) {
           found = j;
           break;
         }
       }
       if (found < 0) break;
-      const i = queue[found]!;
-      queue[found] = -1;
-      if (found === head) head++;
-      const key = keyOf(i);
-      if (key !== undefined) busyKeys.add(key);
-      running++;
-      unsettled++;
+      const i = this.#queue[found]!;
+      this.#queue[found] = -1;
+      if (found === this.#head) this.#head++;
+      const key = this.#keyOf(i);
+      if (key !== undefined) this.#busyKeys.add(key);
+      this.#running++;
+      this.#unsettled++;
       const handlers: Promise<unknown>[] = [];
-      runCall(i, (handler) => handlers.push(handler))
+      this.#runCall(i, (handler) => handlers.push(handler))
         .catch((err: unknown) => {
-          internalFailure ??= err;
+          this.#internalFailure ??= err;
         })
         .then(() => {
-          unsettled--;
-          checkDone();
+          this.#unsettled--;
+          this.#checkDone();
           return Promise.allSettled(handlers);
         })
         .finally(() => {
-          running--;
-          if (key !== undefined) busyKeys.delete(key);
-          pump();
+          this.#running--;
+          if (key !== undefined) this.#busyKeys.delete(key);
+          this.#pump();
         });
     }
-    while (head < queue.length && queue[head]! < 0) head++;
-    checkDone();
-  };
-
-  if (signal?.aborted) onBatchAbort();
-  else signal?.addEventListener('abort', onBatchAbort, { once: true });
-  pump();
-  await allSettled;
-  signal?.removeEventListener('abort', onBatchAbort);
-
-  if (internalFailure !== undefined) throw internalFailure;
-  // Invariant: every call id has exactly one result before control returns.
-  const finished: ToolCallOutcome[] = [];
-  for (let i = 0; i < n; i++) {
-    const outcome = outcomes[i];
-    if (outcome === undefined) throw new Error(`internal error: tool call ${JSON.stringify(calls[i]!.id)} finished without a result`);
-    finished.push(outcome);
+    while (this.#head < this.#queue.length && this.#queue[this.#head]! < 0) this.#head++;
+    this.#checkDone();
   }
-  const messages = finished.flatMap((o) => (o.kind === 'message' ? [o.message] : []));
-  return halt === undefined ? { messages, outcomes: finished } : { messages, outcomes: finished, halt };
 }
