@@ -8,7 +8,7 @@ import { newToolCallId, parseToolCallSpan } from '../chat/tool-calls.js';
 import { ChatMessagesSchema, type ChatAssistantMessage, type ChatMessage, type ChatToolCall, type ChatToolDefinition } from '../chat/types.js';
 import { Context, sessionFor } from '../context.js';
 import { LlamuxError, abortError } from '../errors.js';
-import type { FinalEvent, ToolCallSpan } from '../events.js';
+import { FinishReason, type FinalEvent, type ToolCallSpan } from '../events.js';
 import { parseOptions, type GenerateOptions } from '../options.js';
 import { Session } from '../session.js';
 import { runToolCalls, type RunToolCallsOptions } from '../tools/runner.js';
@@ -408,7 +408,7 @@ export class Agent {
     delete state.halt;
 
     if (calls.length === 0) {
-      state.status = final.finishReason === 'length' || final.truncatedToolCall ? 'length' : 'completed';
+      state.status = final.finishReason === FinishReason.Length || final.truncatedToolCall ? 'length' : 'completed';
       return { state, report, calls, results: [] };
     }
 

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
+import { FinishReason } from '../events.js';
 import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
 
@@ -200,7 +201,7 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
 }
 
 function finishReason(reason: string): 'stop' | 'length' | 'tool_calls' {
-  return reason === 'tool_calls' ? 'tool_calls' : reason === 'length' ? 'length' : 'stop';
+  return reason === 'tool_calls' ? 'tool_calls' : reason === FinishReason.Length ? 'length' : 'stop';
 }
 
 function usageOf(u: Usage) {

@@ -6,7 +6,7 @@ import type { ChatTemplate } from '../chat/template.js';
 import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan } from '../chat/tool-calls.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
 import { sessionFor, type Context } from '../context.js';
-import type { FinishReason } from '../events.js';
+import { FinishReason } from '../events.js';
 import type { Model } from '../model.js';
 import type { GenerateOptions } from '../options.js';
 import type { Session } from '../session.js';
@@ -396,7 +396,7 @@ export class ChatService {
             const cachedTokens = this.#ownReuse(p, ev.reusedTokens);
             this.#remember(p, generated);
             const usage: Usage = { promptTokens: ev.promptTokens, completionTokens: ev.generatedTokens, cachedTokens };
-            const reason = emitted > 0 && ev.finishReason !== 'length' ? 'tool_calls' : ev.finishReason;
+            const reason = emitted > 0 && ev.finishReason !== FinishReason.Length ? 'tool_calls' : ev.finishReason;
             yield ev.stop !== undefined ? { type: 'final', reason, stop: ev.stop, usage } : { type: 'final', reason, usage };
             break;
           }
