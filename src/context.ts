@@ -309,9 +309,12 @@ export class Context {
     const onAbort = () => gen.onError(abortError(signal, 'The generation'));
     signal?.addEventListener('abort', onAbort, { once: true });
     const prompt = now ?? Promise.resolve().then(tokens);
-    const step = Promise.all([prompt, this.#submitChain])
-      .then(([p]) => {
+    // allSettled: a request that failed while tokenizing still holds its place in the order.
+    const step = Promise.allSettled([prompt, this.#submitChain])
+      .then(([r]) => {
         signal?.removeEventListener('abort', onAbort);
+        if (r.status === 'rejected') throw r.reason;
+        const p = r.value;
         if (gen.done) return;
         if (this.#disposed) throw this.#gone();
         this.#submit(gen, build(id, p), signal, undefined);
