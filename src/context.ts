@@ -11,17 +11,8 @@ import { PrefixKeys } from './prefix-keys.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import type { Model } from './model.js';
 import {
-  contextConfig,
-  continueRequest,
-  endSessionCommand,
-  forkSessionCommand,
-  generateRequest,
-  prefillRequest,
-  toolFields,
-  readySettings,
-  type ContextSettings,
-  type ParsedContextOptions,
-  type SessionRef,
+  checkLogitBias, contextConfig, continueRequest, endSessionCommand, forkSessionCommand,
+  generateRequest, prefillRequest, toolFields, readySettings, type ContextSettings, type ParsedContextOptions, type SessionRef,
 } from './native-request.js';
 import {
   ContinueOptionsSchema,
@@ -262,6 +253,7 @@ export class Context {
       target = this.#sessionRef(o.sessionId);
     }
     const tools = toolFields(o, this.markers, this.model);
+    checkLogitBias(o, this.model.vocab.size);
     const tokens = (): Tokens => {
       if (o.parentKey === undefined) return promptTokens(this.model, o.prompt, o);
       const parent = this.#prefixKeys.tokens(o.parentKey);
@@ -388,6 +380,7 @@ export class Context {
     if (this.#disposed) throw this.#gone();
     const o = parseOptions(ContinueOptionsSchema, options, 'continue options');
     const tools = toolFields(o, this.markers, this.model);
+    checkLogitBias(o, this.model.vocab.size);
     const tokens = () => promptTokens(this.model, tail, { addSpecial: false, parseSpecial: o.parseSpecial, signal: o.signal });
     return this.#run(o, tokens, (id, p) => continueRequest(id, o, p, tools, session), session);
   }

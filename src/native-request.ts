@@ -79,6 +79,19 @@ export function toolFields(o: ParsedGenerateOptions | ParsedContinueOptions, mar
   };
 }
 
+/**
+ * `logitBias` token ids inside the vocabulary: checked when the request is made, since a text
+ * prompt reaches the native side (which checks them too) only after tokenizing.
+ * @throws LlamuxError INVALID_ARGUMENT
+ */
+export function checkLogitBias(o: ParsedGenerateOptions | ParsedContinueOptions, vocabSize: number): void {
+  if (!o.logitBias) return;
+  const ids = o.logitBias instanceof Map ? [...o.logitBias.keys()] : Object.keys(o.logitBias).map(Number);
+  for (const t of ids) {
+    if (t >= vocabSize) throw new LlamuxError('INVALID_ARGUMENT', `logitBias token ${t} is outside the vocabulary`);
+  }
+}
+
 type Sampled = Pick<
   NativeRequest,
   | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'greedyToolSyntax' | 'cacheScope'

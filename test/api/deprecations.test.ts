@@ -104,6 +104,15 @@ describe('text prompts are tokenized before the request is queued', () => {
     await ctx.dispose();
   });
 
+  it('still throws INVALID_ARGUMENT from generate() for a logitBias token outside the vocabulary', async () => {
+    const ctx = await model.createContext({ contextSize: 512 });
+    expect(() => ctx.generate({ prompt: 'text prompt', logitBias: { '99999999': 1 } })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: 'logitBias token 99999999 is outside the vocabulary' }),
+    );
+    expect(ctx.pendingRequests).toBe(0);
+    await ctx.dispose();
+  });
+
   it('keeps the call order of text and token prompts', async () => {
     const ctx = await model.createContext({ contextSize: 1024, sequences: 1 });
     const a = ctx.generate({ prompt: 'first in line', maxTokens: 4, temperature: 0 });
