@@ -1,6 +1,7 @@
 #include "batch.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace llamux {
 
@@ -28,7 +29,16 @@ void Batch::Add(Request &r, size_t count, bool wantLogits) {
   members_.push_back(&r);
 }
 
+// Debug builds check the sequence invariant every tick: a request's sequence holds exactly
+// its tokens below nPast (verified over the api/hardening/replay tests while refactoring).
+static void CheckMirror(const Request &r) {
+  (void)r;
+  assert(r.done || r.seq == nullptr ||
+         (r.seq->Size() == r.nPast && std::equal(r.seq->Tokens().begin(), r.seq->Tokens().end(), r.tokens.begin())));
+}
+
 bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
+  for (auto &rp : active) CheckMirror(*rp);
   batch_.n_tokens = 0;
   members_.clear();
   // 1) One token for every decoding sequence: decoding never waits behind a prompt.
@@ -83,6 +93,7 @@ void Batch::Commit() {
 }
 
 void Batch::KeepComputed() {
+  for (Request *rp : members_) CheckMirror(*rp);
   for (Request *rp : members_) {
     Request &r = *rp;
     if (r.done) continue;
