@@ -70,14 +70,14 @@ Placement Scheduler::TryAdmit(Request &r) {
   if (!cfg_.prefixCache) target->Clear();
 
   // ---- plan and apply the reuse -------------------------------------------------------
-  ReuseInputs in = reuse_.Measure(r, *target, sess, pinned);
-  ReusePlan plan = PlanReuse(in);
+  Reuse::Measured measured = reuse_.Measure(r, *target, sess, pinned);
+  ReusePlan plan = PlanReuse(measured.in);
   if (plan.readDisk) {
     reuse_.StartDiskRead(r);
     return Placement::Wait;
   }
   double restoreMs = 0;
-  size_t keep = reuse_.Apply(r, *target, plan, in, &restoreMs);
+  size_t keep = reuse_.Apply(r, *target, plan, measured, &restoreMs);
 
   // ---- place --------------------------------------------------------------------------
   if (!p.sessionId.empty()) sessions_.Join(r, *target);
@@ -89,7 +89,7 @@ Placement Scheduler::TryAdmit(Request &r) {
   UpdateCounters();
   if (r.preempt.resumed) return Placement::Placed;  // its stats describe the first admission
   r.stats.reusedTokens = static_cast<int32_t>(keep);
-  r.stats.cacheOutcome = ReuseOutcome(plan, in, keep);
+  r.stats.cacheOutcome = ReuseOutcome(plan, measured.in, keep);
   r.stats.cacheTier = keep == 0 ? "" : ReuseSourceName(plan.source);
   r.stats.restoreMs = restoreMs;
   r.time.admit = Clock::now();

@@ -8,8 +8,9 @@
 
 namespace llamux {
 
-ReuseInputs Reuse::Measure(const Request &r, const Sequence &target, const SessionState *sess, bool pinned) const {
-  ReuseInputs in;
+Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const SessionState *sess, bool pinned) const {
+  Measured m;
+  ReuseInputs &in = m.in;
   in.enabled = d_.prefixCache;
   in.canTruncate = d_.canTruncate;
   in.unifiedKv = d_.unifiedKv;
@@ -20,10 +21,11 @@ ReuseInputs Reuse::Measure(const Request &r, const Sequence &target, const Sessi
   in.liveTokens = target.Size();
   in.liveCommon = target.scope == scope ? CommonPrefix(target.Tokens(), r.tokens) : 0;
   in.target = target.Id();
-  if (!d_.prefixCache) return in;
+  if (!d_.prefixCache) return m;
   RamTier *ram = d_.tiers->Ram();
   if (sess != nullptr && sess->sequence < 0 && ram != nullptr) {
     if (CacheEntry *e = ram->FindSession(sess->id)) {
+      m.spilled = e;
       in.hasSession = true;
       in.sessionTokens = e->tokens.size();
       in.sessionCommon = CommonPrefix(e->tokens, r.tokens);
@@ -36,7 +38,7 @@ ReuseInputs Reuse::Measure(const Request &r, const Sequence &target, const Sessi
       in.sequenceCommon.push_back(owner == scope ? CommonPrefix(s.Tokens(), r.tokens) : 0);
     }
   }
-  if (!scope.empty()) return in;  // the prefix tiers hold shared-scope KV only
+  if (!scope.empty()) return m;  // the prefix tiers hold shared-scope KV only
   if (ram != nullptr) {
     size_t c = 0;
     in.hasRam = ram->Lookup(r.tokens, &c) != nullptr;
@@ -52,7 +54,7 @@ ReuseInputs Reuse::Measure(const Request &r, const Sequence &target, const Sessi
     in.diskReady = true;
     in.diskReadyCommon = CommonPrefix(r.disk.tokens, r.tokens);
   }
-  return in;
+  return m;
 }
 
 void Reuse::StartDiskRead(Request &r) {
@@ -63,7 +65,8 @@ void Reuse::StartDiskRead(Request &r) {
   d_.tiers->Disk()->Read(r.p->id, *e);
 }
 
-size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const ReuseInputs &in, double *restoreMs) {
+size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const Measured &m, double *restoreMs) {
+  const ReuseInputs &in = m.in;
   StateTiers &tiers = *d_.tiers;
   RamTier *ram = tiers.Ram();
   auto fallBack = [&] {  // the target's own KV, untouched
@@ -81,8 +84,7 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const ReuseIn
     return ok;
   };
   const std::string &sid = r.p->sessionId;
-  // A session that comes back onto a sequence no longer needs its spilled state.
-  CacheEntry *spilled = in.hasSession && ram != nullptr ? ram->FindSession(sid) : nullptr;
+  CacheEntry *spilled = m.spilled;  // valid until the RAM tier changes (a save may evict it)
   switch (plan.source) {
     case ReuseSource::None:
     case ReuseSource::Live:
@@ -125,6 +127,7 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const ReuseIn
       break;
     }
   }
+  // A session that comes back onto a sequence no longer needs its spilled state.
   if (in.hasSession && ram != nullptr) {
     if (CacheEntry *e = ram->FindSession(sid)) ram->Erase(e->id);
   }
