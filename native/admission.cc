@@ -50,12 +50,9 @@ Placement Scheduler::TryAdmit(Request &r) {
   if (r.disk.pending) return Placement::Wait;
   const RequestParams &p = *r.p;
   if (p.command) return p.command->op == SessionCommand::Op::End ? AdmitEnd(r) : AdmitFork(r);
-  // The one lookup of the session id: a preempted request still holds its session.
-  SessionState *sess = r.session != nullptr ? r.session : p.sessionId.empty() ? nullptr : sessions_.Find(p.sessionId);
-  if (!r.preempt.resumed) {  // a preempted request was checked (and its session joined) the first time
-    Placement checked = sessions_.Prepare(r, sess);
-    if (checked != Placement::Placed) return checked;
-  }
+  SessionState *sess = nullptr;  // resolved once, by Prepare
+  Placement checked = sessions_.Prepare(r, &sess);
+  if (checked != Placement::Placed) return checked;
 
   // ---- choose the sequence ----------------------------------------------------------
   Sequence *target = nullptr;

@@ -64,9 +64,15 @@ size_t SessionTable::PinnedCount() const {
 
 // ---- a generation on a session ------------------------------------------------------------
 
-Placement Sessions::Prepare(Request &r, SessionState *sess) {
+Placement Sessions::Prepare(Request &r, SessionState **out) {
   const RequestParams &p = *r.p;
   const std::string &sid = p.sessionId;
+  if (r.preempt.resumed) {  // checked (and its session joined) the first time
+    *out = r.session;
+    return Placement::Placed;
+  }
+  SessionState *sess = sid.empty() ? nullptr : table_.Find(sid);
+  *out = sess;
   auto fail = [&](ErrorCode code, const std::string &message) {
     d_.output->Emit(Event::Failed(p.id, code, message, r.stats));
     return Placement::Done;

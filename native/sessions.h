@@ -77,10 +77,12 @@ class Sessions {
   size_t Size() const { return table_.Size(); }
   size_t PinnedCount() const { return table_.PinnedCount(); }
 
-  // ---- a generation on a session (sess: nullptr when the id is not known yet) ----------
-  // Checks busy / continue / expect and, for continue(), puts the committed tokens before
-  // the request's tail. Placed when the request may go on; Done after a failure event.
-  Placement Prepare(Request &r, SessionState *sess);
+  // ---- a generation on a session ----------------------------------------------------
+  // Resolves the request's session: the one lookup of its id (*sess: nullptr when it has
+  // none or it is new; a preempted request keeps the state it joined). Checks busy /
+  // continue / expect and, for continue(), puts the committed tokens before the request's
+  // tail. Placed when the request may go on; Wait; Done after a failure event.
+  Placement Prepare(Request &r, SessionState **sess);
   // The request takes `seq` for its session (created when new); marks it busy.
   void Join(Request &r, Sequence &seq);
   // The request leaves its session's sequence: the session is idle again, with the request's
