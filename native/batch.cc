@@ -101,7 +101,8 @@ void Batch::KeepComputed() {
     if (r.tick.logitIdx >= 0 && keep == r.tick.count) keep--;
     r.seq->Append(r.tokens.data() + r.nPast, keep);
     r.nPast += keep;
-    if (!r.seq->DropUncommitted()) r.nPast = 0;
+    r.seq->DropUncommitted();
+    r.nPast = r.seq->Size();  // 0 when the memory could not drop the tail
   }
 }
 

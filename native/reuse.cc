@@ -140,7 +140,7 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const Measure
                   plan.source == ReuseSource::Ram || plan.source == ReuseSource::Disk;
   if (!replaced) target.SaveIfWorth(tiers, common, Overwrite::Trim);  // the old content is about to be lost
   size_t keep = r.p->prefillOnly ? common : std::min(common, r.tokens.size() - 1);
-  if (!target.TruncateTo(keep)) keep = 0;
+  if (keep < target.Size()) keep = target.TruncateTo(keep);
   return keep;
 }
 

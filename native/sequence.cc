@@ -13,18 +13,14 @@ void Sequence::Clear() {
   tokens_.clear();
 }
 
-bool Sequence::TruncateTo(size_t n) {
-  if (n >= tokens_.size()) return true;
-  if (n == 0) {
+size_t Sequence::TruncateTo(size_t n) {
+  if (n >= tokens_.size()) return tokens_.size();
+  if (n == 0 || !llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(n), -1)) {
     Clear();
-    return true;
-  }
-  if (!llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(n), -1)) {
-    Clear();
-    return false;
+    return 0;
   }
   tokens_.resize(n);
-  return true;
+  return n;
 }
 
 void Sequence::ShareFrom(const Sequence &src, size_t n) {
@@ -62,10 +58,8 @@ size_t Sequence::ComputedBeyond() const {
   return computed > tokens_.size() ? computed - tokens_.size() : 0;
 }
 
-bool Sequence::DropUncommitted() {
-  if (llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(tokens_.size()), -1)) return true;
-  Clear();
-  return false;
+void Sequence::DropUncommitted() {
+  if (!llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(tokens_.size()), -1)) Clear();
 }
 
 size_t Sequence::StateSize() const { return llama_state_seq_get_size(ctx_, id_); }

@@ -9,14 +9,19 @@
 //
 // Room for what comes next. Hybrid/recurrent checkpoints (llama_state_seq_*_ext partial
 // states), speculative-decoding draft rollback and a deterministic mode all change how a
-// sequence holds its KV; they belong in this class:
-//   - checkpoints: a list of (position, partial-state blob) kept by the Sequence, taken with
-//     Checkpoint(pos) after a decode and used by TruncateTo(n) when the memory cannot drop a
-//     tail (today it clears and returns false): restore the newest checkpoint at or below n,
-//     set tokens_ to that prefix, and the caller recomputes the rest. Clear/Restore/ShareFrom
-//     drop the checkpoints beyond what they keep.
-//   - draft rollback: Append() the drafted tokens, then TruncateTo(accepted) (or a checkpoint
-//     restore on hybrid memories).
+// sequence holds its KV; they belong in this class, behind the methods callers use today:
+//   - checkpoints (not implemented yet): the Sequence keeps a short list of
+//       struct Checkpoint { size_t pos; std::vector<uint8_t> state; };  // partial state at pos
+//     taken by a `void Checkpoint()` after a decode (llama_state_seq_get_data_ext with
+//     LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY). TruncateTo(n) on a memory that cannot drop a tail
+//     (today: clears, returns 0) restores the newest checkpoint at or below n instead
+//     (llama_state_seq_set_data_ext) and returns its pos; callers already use the returned
+//     count, so they recompute from there unchanged. Clear/Restore/ShareFrom drop the
+//     checkpoints beyond what they keep; DropUncommitted falls back the same way as TruncateTo.
+//   - draft rollback: Append() the drafted tokens as they are decoded, then
+//     TruncateTo(accepted) (a checkpoint restore on hybrid memories).
+//   - a deterministic mode: the batch shape a sequence is decoded with is the only input it
+//     does not own yet; a per-sequence decode policy would live here too.
 // Plain C++, engine thread only.
 #pragma once
 #include <llama.h>
@@ -54,9 +59,10 @@ class Sequence {
   // ---- KV and token list together -------------------------------------------------------
   // Drops every cell.
   void Clear();
-  // Keeps the first n tokens (no-op when it holds n or fewer). False when the memory cannot
-  // drop a tail (recurrent/hybrid): the sequence is then cleared. TruncateTo(0) clears.
-  bool TruncateTo(size_t n);
+  // Keeps the first n tokens (no-op when it holds n or fewer). Returns the tokens it holds
+  // afterwards: n, or fewer when the memory cannot drop that tail (recurrent/hybrid: today
+  // it is cleared and 0 is returned). TruncateTo(0) clears.
+  size_t TruncateTo(size_t n);
   // Becomes src's first n tokens: cells are copied by tag (shared, no copy, in a unified KV).
   // n == SIZE_MAX: all of src.
   void ShareFrom(const Sequence &src, size_t n);
@@ -68,9 +74,9 @@ class Sequence {
   // After an aborted decode: the positions llama.cpp finished beyond Size() (finished
   // ubatches stay in the KV).
   size_t ComputedBeyond() const;
-  // Drops cells past Size() (what an aborted decode left half done). False when the memory
-  // cannot drop a tail: the sequence is then cleared.
-  bool DropUncommitted();
+  // Drops cells past Size() (what an aborted decode left half done). When the memory cannot
+  // drop a tail the sequence is cleared; callers read Size() afterwards.
+  void DropUncommitted();
 
   // ---- saved states ---------------------------------------------------------------------
   // The bytes of this sequence's state (llama_state_seq_get_data; KV only, no logits).
