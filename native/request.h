@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "finish_reason.h"
 #include "sampler.h"
 #include "text_stream.h"
 
@@ -28,11 +29,6 @@ struct SessionCommand {
 // complete); the initialisers are neutral zeros, not defaults.
 struct RequestParams {
   uint64_t id = 0;
-  // Engine-thread tokenization: unused since TS always sends promptTokens (removed at merge).
-  bool hasText = false;
-  std::string promptText;
-  bool addSpecial = false;
-  bool parseSpecial = false;
   std::vector<llama_token> promptTokens;
   int32_t maxTokens = 0;  // -1: until end of generation or the context end
   std::vector<std::string> stops;
@@ -107,7 +103,7 @@ struct Event {
   uint64_t id = 0;
   std::string text;
   std::vector<int32_t> tokens;
-  std::string finishReason;  // eog | stop | length | abort | error
+  FinishReason finishReason = FinishReason::Eog;  // Final events
   std::string code, message;  // errors
   std::string stop;           // the stop string that matched
   int32_t index = -1;         // tool-call span index within the request
@@ -115,9 +111,8 @@ struct Event {
   FinalStats stats;
   ReadyInfo ready;
 
-  // The one builder of a request's last event. `reason`: eog | stop | length | prefill |
-  // done | abort | error; abort and error carry a code and a message.
-  static Event Final(uint64_t id, const char *reason, const FinalStats &stats) {
+  // The one builder of a request's last event; Abort and Error carry a code and a message.
+  static Event Final(uint64_t id, FinishReason reason, const FinalStats &stats) {
     Event ev;
     ev.type = EventType::Final;
     ev.id = id;
@@ -138,7 +133,7 @@ struct Event {
     return ev;
   }
   static Event Failed(uint64_t id, ErrorCode code, const std::string &message, const FinalStats &stats) {
-    Event ev = Final(id, code == ErrorCode::Aborted ? "abort" : "error", stats);
+    Event ev = Final(id, code == ErrorCode::Aborted ? FinishReason::Abort : FinishReason::Error, stats);
     ev.code = ErrorCodeName(code);
     ev.message = message;
     return ev;

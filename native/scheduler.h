@@ -1,11 +1,15 @@
 // The continuous-batching scheduler. Plain C++ (no Node-API): it owns one llama_context
 // and is driven by one engine thread. It only orchestrates; each part lives in its own file:
-//   admission.cc     placing waiting requests on sequences (session commands, reuse plans)
-//   reuse_planner.*  choosing where a prompt's KV comes from (live/shared/session/RAM/disk)
-//   sessions.*       the session <-> sequence link (SessionTable)
+//   intake.cc        commands from JS: new requests (tokenize, checks), cancels, pauses
+//   admission.cc     placing waiting requests on sequences (orchestration only)
+//   sequence.*       one sequence: its KV and the token list mirroring it (the only caller
+//                    of llama_memory_seq_*), the save-before-overwrite rule
+//   sessions.*       sessions: the session <-> sequence link and end/fork/expire/spill
+//   reuse.*          measuring and carrying out a reuse plan; reuse_planner.* chooses it
 //   state_tiers.*    saving and restoring sequence states (RAM and disk tiers)
 //   batch.*          building and decoding one llama_batch, abort and KV-full recovery
 //   output.*         token -> events, and the one final-event builder
+//   preemption.cc, idle_kv.cc   a full KV cache; idle KV out of the attention window
 // Each tick builds a single llama_batch from every active request (one token per decoding
 // sequence first, then prompt chunks under the remaining per-tick budget), decodes it,
 // samples, and hands events out in one batch.
@@ -27,7 +31,9 @@
 #include "marker_matcher.h"
 #include "output.h"
 #include "request_state.h"
+#include "reuse.h"
 #include "reuse_planner.h"
+#include "sequence.h"
 #include "sessions.h"
 #include "state_tiers.h"
 #include "thread_pools.h"
@@ -98,17 +104,19 @@ class Scheduler {
  private:
   // llama_free(ctx_), guarded for contexts with KV on RPC servers (see ContextConfig::rpc).
   void FreeContext();
-  enum class Placement { Placed, Wait, Done };
 
   static bool AbortCallback(void *data);
 
-  // scheduler.cc: the loop
+  // intake.cc: commands from JS
   void DrainCommands(bool wait);
-  bool TokenizePrompt(Request &r, std::string *error);
   bool InitToolGrammar(Request &r, std::string *error);
+  void Intake(std::unique_ptr<RequestParams> params);
+  void CancelWaiting(uint64_t id);
+
+  // scheduler.cc: the loop
   bool Admit();
   void DecodeBatch();
-  void Finish(Request &r, const char *reason);
+  void Finish(Request &r, FinishReason reason);
   void Fail(Request &r, ErrorCode code, const std::string &message);
   void FailBatch(ErrorCode code, const std::string &message);
   void Release(Request &r, bool keepKv);
@@ -128,18 +136,9 @@ class Scheduler {
 
   // admission.cc: placing a request
   Placement TryAdmit(Request &r);
-  Placement EndSession(Request &r);
-  Placement ForkSession(Request &r);
-  Placement PrepareSession(Request &r, SessionState *sess);
-  ReuseInputs MeasureReuse(Request &r, Sequence &target, bool pinned);
-  size_t ApplyReuse(Request &r, Sequence &target, ReusePlan &plan, const ReuseInputs &in, double *restoreMs);
+  Placement AdmitEnd(Request &r);
+  Placement AdmitFork(Request &r);
   Sequence *FreeSequence(const std::vector<llama_token> &prompt, const std::string &scope);
-  Sequence *SpillIdleSession(const std::string &keep);
-  bool SaveState(Sequence &s, const std::string &session);
-  void ForgetSession(const std::string &id);
-  void ExpireSessions();
-  const std::vector<llama_token> &KvTokens(const Sequence &s) const;
-  int32_t IndexOf(const Sequence &s) const { return static_cast<int32_t>(&s - sequences_.data()); }
 
   llama_model *model_;
   const llama_vocab *vocab_;
@@ -147,7 +146,6 @@ class Scheduler {
   ContextConfig cfg_;
   llama_context *ctx_ = nullptr;
   ThreadPools pools_;  // detached before ctx_ is freed, freed after (member destruction)
-  llama_memory_t mem_ = nullptr;
   uint32_t sequenceContextSize_ = 0;
   bool canTruncate_ = true;
 
@@ -165,15 +163,14 @@ class Scheduler {
   // Engine-thread state.
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> active_;
-  std::vector<Sequence> sequences_;
-  SessionTable sessions_{0};
+  std::vector<Sequence> sequences_;  // built once in Start (Sessions and Reuse point into it)
+  Sessions sessions_;
+  Reuse reuse_;
   std::unique_ptr<Batch> batch_;
   std::unique_ptr<StateTiers> tiers_;
   Output output_;
-  Clock::time_point lastExpiry_;
   uint64_t finished_ = 0;  // requests that left a sequence by finishing or failing
   CacheCounters counters_;
-  mutable std::vector<llama_token> scratch_;
   GrammarCache grammars_;               // parsed tool-call grammars
   std::vector<llama_token> eogTokens_;  // the vocabulary's end-of-generation tokens
 };
