@@ -4,13 +4,13 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildZooSpec, encodeGguf, ensureZooModels, ZOO_ARCHITECTURES, zooGreedyChain } from '../../src/gguf/index.js';
+import { buildZooSpec, encodeGguf, ZOO_ARCHITECTURES, zooGreedyChain } from '../../src/gguf/index.js';
 import type { ZooArchitecture, ZooModelDescription } from '../../src/gguf/index.js';
 import { ChatTemplate, loadModel, TokenAttribute, type Context, type GenerateResult, type Model } from '../../src/index.js';
 import { ONE_THREAD } from '../helpers/models.js';
-import { llamaCppModelsDir, projectRoot } from '../helpers/paths.js';
+import { llamaCppModelsDir } from '../helpers/paths.js';
+import { zooModels } from '../helpers/zoo.js';
 
-const ZOO_DIR = join(projectRoot, '.cache', 'zoo');
 const MAX_BYTES = 40_000_000;
 const STEPS = 12;
 
@@ -60,7 +60,7 @@ let zoo: Record<ZooArchitecture, ZooModelDescription>;
 const timings: string[] = [];
 
 beforeAll(async () => {
-  zoo = await ensureZooModels(ZOO_DIR, { vocabDir: llamaCppModelsDir });
+  zoo = await zooModels();
 }, 180_000);
 
 afterAll(() => {
