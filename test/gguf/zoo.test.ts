@@ -198,3 +198,29 @@ describe.each(ZOO_ARCHITECTURES)('zoo model %s', (arch) => {
     }
   }, 60_000);
 });
+
+/** Architectures whose block matrices (attention, delta-net, Mamba-2, experts) are also run in Q8_0. */
+const QUANTIZED: readonly ZooArchitecture[] = ['qwen35moe', 'gemma4', 'gpt-oss', 'granitehybrid'];
+
+describe.each(QUANTIZED)('zoo model %s with Q8_0 blocks', (arch) => {
+  it('follows its predicted greedy chain cold and beside 7 other sequences', async () => {
+    const d = (await zooModels([arch], 'Q8_0'))[arch];
+    expect(d.blockType).toBe('Q8_0');
+    expect(d.fileSize).toBeLessThanOrEqual(MAX_BYTES);
+    const model = await loadModel(d.path);
+    const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 4096, sequences: 8, toolCallMarkers: false });
+    try {
+      const text = ChatTemplate.fromModel(model).render([{ role: 'user', content: 'What is the capital of France?' }], { addGenerationPrompt: true });
+      const prompt = Array.from(model.tokenize(text, { addSpecial: false, parseSpecial: true }));
+      const prompts = [prompt, ...Array.from({ length: 7 }, (_, i) => [...prompt, ...d.successors.set.slice(20 * i, 20 * i + 2 * i + 1)])];
+      const cold = await ctx.complete({ prompt, temperature: 0, maxTokens: STEPS, tokens: true });
+      expect(ids(cold)).toEqual(zooGreedyChain(d.successors, prompt.at(-1)!, STEPS));
+      // batches of up to 8 sequences, prompts of different lengths: several Q8_0 batch shapes
+      const results = await Promise.all(prompts.map((p) => ctx.complete({ prompt: p, temperature: 0, maxTokens: STEPS, tokens: true })));
+      results.forEach((r, i) => expect(ids(r)).toEqual(zooGreedyChain(d.successors, prompts[i]!.at(-1)!, STEPS)));
+    } finally {
+      await ctx.dispose();
+      await model.dispose();
+    }
+  }, 60_000);
+});

@@ -8,6 +8,9 @@ export const zooDir = join(projectRoot, '.cache', 'zoo');
 
 /** Every zoo model (or the ones named), generating what is missing. Needs the global setup's
  * extraction of llama.cpp's vocab files and templates. */
-export function zooModels(architectures?: readonly ZooArchitecture[]): Promise<Record<ZooArchitecture, ZooModelDescription>> {
-  return ensureZooModels(zooDir, { vocabDir: llamaCppModelsDir, ...(architectures ? { architectures } : {}) });
+export function zooModels(
+  architectures?: readonly ZooArchitecture[],
+  blockType?: 'F32' | 'F16' | 'Q8_0',
+): Promise<Record<ZooArchitecture, ZooModelDescription>> {
+  return ensureZooModels(zooDir, { vocabDir: llamaCppModelsDir, ...(architectures ? { architectures } : {}), ...(blockType ? { blockType } : {}) });
 }

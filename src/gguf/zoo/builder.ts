@@ -204,8 +204,8 @@ export class ZooBuilder {
     readonly arch: string,
     readonly seed: number,
     readonly scales: ZooScales,
-    /** Type of the 2-D block weights. */
-    readonly blockType: GgmlTypeName = 'F32',
+    /** Type of the block matrices (see {@link ZooBuilder.rand}). */
+    readonly blockType: 'F32' | 'F16' | 'Q8_0' = 'F32',
   ) {}
 
   /** `<arch>.<suffix>` = value. */
@@ -214,7 +214,11 @@ export class ZooBuilder {
     return this;
   }
 
-  /** Uniform random weights in ±gain/sqrt(shape[0]) (or ±scale). */
+  /**
+   * Uniform random weights in ±gain/sqrt(shape[0]) (or ±scale). Matrices (`*.weight`, 2-D or
+   * more, rows a multiple of 32) take the builder's block type, except convolution kernels and
+   * expert routers; vectors and biases stay F32.
+   */
   rand(name: string, shape: readonly number[], scale?: number, type?: GgmlTypeName): this {
     const s = scale ?? this.scales.gain / Math.sqrt(shape[0]!);
     let prng: Prng | undefined;
@@ -222,7 +226,7 @@ export class ZooBuilder {
     this.tensors.push({
       name,
       shape,
-      type: type ?? (shape.length >= 2 ? this.blockType : 'F32'),
+      type: type ?? (isBlockMatrix(name, shape) ? this.blockType : 'F32'),
       data: (start, out) => {
         if (start === 0 || prng === undefined) prng = new Prng(hashSeed(seed, name));
         prng.fillUniform(out, s);
@@ -249,6 +253,15 @@ export class ZooBuilder {
     });
     return this;
   }
+}
+
+function isBlockMatrix(name: string, shape: readonly number[]): boolean {
+  return (
+    name.endsWith('.weight') &&
+    shape.length >= 2 &&
+    shape[0]! % 32 === 0 &&
+    !/\.(ssm_conv1d|shortconv\.conv|ffn_gate_inp)\.weight$/.test(name)
+  );
 }
 
 /** Token embedding and output head of the successor construction. */

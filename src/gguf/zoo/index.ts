@@ -67,6 +67,11 @@ export interface ZooModelOptions {
   readonly seed?: number;
   /** Scales of the successor construction (see builder.ts). */
   readonly scales?: Partial<ZooScales>;
+  /**
+   * Type of the block matrices (attention, FFN, experts, SSM projections). Default F32; `Q8_0`
+   * gives a quantized variant (written as `<arch>-q8_0-<key>.gguf` by ensureZooModels).
+   */
+  readonly blockType?: 'F32' | 'F16' | 'Q8_0';
 }
 
 /** What a test may know about a zoo model (JSON-serializable). */
@@ -84,6 +89,7 @@ export interface ZooModelDescription {
   readonly note?: string;
   readonly embdType: string;
   readonly outputType: string;
+  readonly blockType: string;
   readonly scales: ZooScales;
   /** Predicts greedy output: {@link zooGreedyChain}(successors, lastPromptToken, n). */
   readonly successors: ZooSuccessors;
@@ -106,12 +112,13 @@ export async function buildZooSpec(arch: ZooArchitecture, options: ZooModelOptio
   // one seed per architecture: families that share a vocabulary still write different chains
   const archSeed = hashSeed(seed, `zoo:${f.arch}`);
   const successors = chooseSuccessors(vocab, archSeed);
-  const b = new ZooBuilder(f.arch, archSeed, scales);
+  const blockType = options.blockType ?? 'F32';
+  const b = new ZooBuilder(f.arch, archSeed, scales, blockType);
   const metadata: Array<readonly [string, GgufValue]> = [
     ['general.architecture', val.string(f.arch)],
     ['general.name', val.string(`llamux-zoo-${f.arch}`)],
     ['general.description', val.string(`llamux model zoo: random weights with the ${f.arch} layout (generator v${ZOO_GENERATOR_VERSION}, seed ${seed})`)],
-    ['general.file_type', val.u32(fileTypeOf(f.embdType === 'Q8_0' || f.outputType === 'Q8_0' ? 'Q8_0' : f.embdType))],
+    ['general.file_type', val.u32(fileTypeOf(blockType === 'Q8_0' || f.embdType === 'Q8_0' || f.outputType === 'Q8_0' ? 'Q8_0' : f.embdType))],
     ['general.quantization_version', val.u32(2)],
     [`${f.arch}.vocab_size`, val.u32(nVocab)],
     [`${f.arch}.context_length`, val.u32(f.contextLength)],
@@ -140,6 +147,7 @@ export async function buildZooSpec(arch: ZooArchitecture, options: ZooModelOptio
       ...(f.note ? { note: f.note } : {}),
       embdType: f.embdType,
       outputType: f.outputType,
+      blockType,
       scales,
       successors,
     },
@@ -168,7 +176,15 @@ export interface EnsureZooModelsOptions extends ZooModelOptions {
 async function cacheKey(arch: ZooArchitecture, options: ZooModelOptions): Promise<string> {
   const f = zooFamily(arch);
   const h = createHash('sha256');
-  h.update(JSON.stringify({ v: ZOO_GENERATOR_VERSION, arch, seed: options.seed ?? 1, scales: { ...DEFAULT_SCALES, ...f.scales, ...options.scales } }));
+  h.update(
+    JSON.stringify({
+      v: ZOO_GENERATOR_VERSION,
+      arch,
+      seed: options.seed ?? 1,
+      scales: { ...DEFAULT_SCALES, ...f.scales, ...options.scales },
+      blockType: options.blockType ?? 'F32',
+    }),
+  );
   // the generator's own source text, so an edited generator regenerates without a version bump
   h.update([buildZooSpec, successorTensors, successorCodes, chooseSuccessors, loadZooVocab, ZooBuilder].map(String).join('\n'));
   // the family's declaration, its builder's source text included
@@ -179,7 +195,7 @@ async function cacheKey(arch: ZooArchitecture, options: ZooModelOptions): Promis
 }
 
 /**
- * Generates the zoo into `dir` once: each model is written as `<arch>-<key>.gguf` (the key hashes
+ * Generates the zoo into `dir` once: each model is written as `<arch>[-<blockType>]-<key>.gguf` (the key hashes
  * the generator version, the options, the family declaration, the vocabulary and the template
  * files), with a `.json` description beside it, unless it is already there; older files of the
  * same architecture are removed. Concurrent callers are safe (atomic renames).
@@ -192,7 +208,8 @@ export async function ensureZooModels(
   const out = {} as Record<ZooArchitecture, ZooModelDescription>;
   for (const arch of options.architectures ?? ZOO_ARCHITECTURES) {
     const key = await cacheKey(arch, options);
-    const base = `${arch}-${key}`;
+    const variant = options.blockType && options.blockType !== 'F32' ? `${arch}-${options.blockType.toLowerCase()}` : arch;
+    const base = `${variant}-${key}`;
     const path = join(dir, `${base}.gguf`);
     const jsonPath = join(dir, `${base}.json`);
     let description: ZooModelDescription | undefined;
@@ -208,7 +225,7 @@ export async function ensureZooModels(
       await writeFile(tmp, `${JSON.stringify(description, null, 2)}\n`);
       await rename(tmp, jsonPath);
       for (const name of await readdir(dir)) {
-        if (name.startsWith(`${arch}-`) && !name.startsWith(base) && /^[a-z0-9-]+-[0-9a-f]{16}\.(gguf|json)$/.test(name)) {
+        if (name.startsWith(`${variant}-`) && !name.startsWith(base) && new RegExp(`^${variant}-[0-9a-f]{16}\\.(gguf|json)$`).test(name)) {
           await rm(join(dir, name), { force: true });
         }
       }
