@@ -161,6 +161,37 @@ describe.each(ZOO_ARCHITECTURES)('zoo model %s', (arch) => {
     }
   }, 60_000);
 
+  it('continues a session from its pinned state, and serves a diverging prompt correctly', async () => {
+    const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 2048, sequences: 4, toolCallMarkers: false });
+    try {
+      const session = ctx.createSession();
+      const first = await session.generate({ prompt, temperature: 0, maxTokens: 8, tokens: true }).result;
+      expect(ids(first)).toEqual(zooGreedyChain(d.successors, prompt.at(-1)!, 8));
+      const tail = d.successors.set.slice(100, 105);
+      const next = await session.continue(tail, { temperature: 0, maxTokens: 8, tokens: true }).result;
+      expect(ids(next)).toEqual(zooGreedyChain(d.successors, tail.at(-1)!, 8));
+      expect(next.cache.outcome).toBe('sticky');
+      // everything but the new tail and the last generated token (sampled, never decoded)
+      expect(next.reusedTokens).toBe(prompt.length + 7);
+      // the same conversation with another question: shares the template's prefix only
+      const text = ChatTemplate.fromModel(model).render([
+        { role: 'system', content: 'You are terse.' },
+        { role: 'user', content: 'What is the capital of Spain?' },
+      ], { addGenerationPrompt: true });
+      const other = Array.from(model.tokenize(text, { addSpecial: false, parseSpecial: true }));
+      const diverging = await ctx.complete({ prompt: other, temperature: 0, maxTokens: 8, tokens: true });
+      expect(ids(diverging)).toEqual(zooGreedyChain(d.successors, other.at(-1)!, 8));
+      if (!HYBRID.has(arch)) expect(diverging.reusedTokens).toBeGreaterThan(0);
+      timings.push(
+        `  ${arch}: session continue ${next.cache.outcome} reused ${next.reusedTokens}/${next.promptTokens}; ` +
+          `diverging prompt ${diverging.cache.outcome} reused ${diverging.reusedTokens}/${diverging.promptTokens}`,
+      );
+      await session.end();
+    } finally {
+      await ctx.dispose();
+    }
+  }, 60_000);
+
   it('keeps a clear greedy margin, and the same margin alone and in a batch of 8', async () => {
     const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 4096, sequences: 8, toolCallMarkers: false });
     try {
