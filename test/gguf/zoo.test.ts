@@ -57,14 +57,14 @@ const ids = (r: GenerateResult): number[] => Array.from(r.tokens ?? []);
 const sha256 = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
 
 let zoo: Record<ZooArchitecture, ZooModelDescription>;
-const timings: string[] = [];
+const report: string[] = [];
 
 beforeAll(async () => {
   zoo = await zooModels();
 }, 180_000);
 
 afterAll(() => {
-  if (timings.length) console.log(`zoo:\n${timings.join('\n')}`);
+  if (report.length) console.log(`zoo:\n${report.join('\n')}`);
 });
 
 describe.each(ZOO_ARCHITECTURES)('zoo model %s', (arch) => {
@@ -84,7 +84,7 @@ describe.each(ZOO_ARCHITECTURES)('zoo model %s', (arch) => {
 
   afterAll(async () => {
     await model?.dispose();
-    timings.push(`  ${arch}: ${(d.fileSize / 1e6).toFixed(1)} MB, load ${loadMs} ms, its checks ${Date.now() - t0} ms`);
+    report.push(`  ${arch}: ${(d.fileSize / 1e6).toFixed(1)} MB, load ${loadMs} ms, its checks ${Date.now() - t0} ms`);
   });
 
   it('is deterministic and under 40 MB', async () => {
@@ -147,7 +147,7 @@ describe.each(ZOO_ARCHITECTURES)('zoo model %s', (arch) => {
       const results = await Promise.all([prompt, ...others].map((p) => ctx.complete({ prompt: p, temperature: 0, maxTokens: STEPS, tokens: true })));
       expect(ids(results[0]!)).toEqual(ids(cold));
       results.slice(1).forEach((r, i) => expect(ids(r)).toEqual(zooGreedyChain(d.successors, others[i]!.at(-1)!, STEPS)));
-      timings.push(
+      report.push(
         `  ${arch}: cold ${STEPS} tokens in ${genMs} ms; canTruncateKv ${ctx.settings.canTruncateKv}; ` +
           `repeat: ${again.cache.outcome} reused ${again.reusedTokens}/${again.promptTokens}; ` +
           `beside 7: ${results[0]!.cache.outcome} reused ${results[0]!.reusedTokens}, longer prompts reused ${results
@@ -182,7 +182,7 @@ describe.each(ZOO_ARCHITECTURES)('zoo model %s', (arch) => {
       const diverging = await ctx.complete({ prompt: other, temperature: 0, maxTokens: 8, tokens: true });
       expect(ids(diverging)).toEqual(zooGreedyChain(d.successors, other.at(-1)!, 8));
       if (!HYBRID.has(arch)) expect(diverging.reusedTokens).toBeGreaterThan(0);
-      timings.push(
+      report.push(
         `  ${arch}: session continue ${next.cache.outcome} reused ${next.reusedTokens}/${next.promptTokens}; ` +
           `diverging prompt ${diverging.cache.outcome} reused ${diverging.reusedTokens}/${diverging.promptTokens}`,
       );
@@ -223,7 +223,7 @@ describe.each(ZOO_ARCHITECTURES)('zoo model %s', (arch) => {
       for (const m of margins) expect(m).toBeGreaterThanOrEqual(MIN_MARGIN[arch]);
       const inBatch = await margin(prompt, chain[0]!, true);
       expect(Math.abs(inBatch - margins[0]!)).toBeLessThanOrEqual(2 / 64);
-      timings.push(`  ${arch}: greedy margin ${margins.map((m) => m.toFixed(2)).join(' / ')} logits (first step in a batch of 8: ${inBatch.toFixed(2)})`);
+      report.push(`  ${arch}: greedy margin ${margins.map((m) => m.toFixed(2)).join(' / ')} logits (first step in a batch of 8: ${inBatch.toFixed(2)})`);
     } finally {
       await ctx.dispose();
     }
