@@ -1,6 +1,7 @@
 #include "batch.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace llamux {
 
@@ -20,22 +21,31 @@ void Batch::Add(Request &r, size_t count, bool wantLogits) {
     batch_.token[k] = r.tokens[pos];
     batch_.pos[k] = static_cast<llama_pos>(pos);
     batch_.n_seq_id[k] = 1;
-    batch_.seq_id[k][0] = r.seq->seq;
+    batch_.seq_id[k][0] = r.seq->Id();
     batch_.logits[k] = (wantLogits && i + 1 == count) ? 1 : 0;
   }
-  r.batchCount = count;
-  r.logitIdx = wantLogits ? batch_.n_tokens - 1 : -1;
+  r.tick.count = count;
+  r.tick.logitIdx = wantLogits ? batch_.n_tokens - 1 : -1;
   members_.push_back(&r);
 }
 
+// Debug builds check the sequence invariant every tick: a request's sequence holds exactly
+// its tokens below nPast (verified over the api/hardening/replay tests while refactoring).
+static void CheckMirror(const Request &r) {
+  (void)r;
+  assert(r.done || r.seq == nullptr ||
+         (r.seq->Size() == r.nPast && std::equal(r.seq->Tokens().begin(), r.seq->Tokens().end(), r.tokens.begin())));
+}
+
 bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
+  for (auto &rp : active) CheckMirror(*rp);
   batch_.n_tokens = 0;
   members_.clear();
   // 1) One token for every decoding sequence: decoding never waits behind a prompt.
   for (auto &rp : active) {
     Request &r = *rp;
-    r.batchCount = 0;
-    r.logitIdx = -1;
+    r.tick.count = 0;
+    r.tick.logitIdx = -1;
     if (r.done || r.paused || r.nGenerated == 0) continue;
     if (batch_.n_tokens >= capacity_) break;
     if (r.tokens.size() - r.nPast == 1) Add(r, 1, true);
@@ -56,9 +66,9 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
     // and recomputes its prompt + output here (paused: later).
     if (r.nGenerated > 0 && (pending == 1 || r.paused)) continue;
     size_t n = std::min(pending, static_cast<size_t>(prefillAllowance));
-    if (!r.prefillStarted) {
-      r.prefillStarted = true;
-      r.tPrefillStart = Clock::now();
+    if (!r.time.prefillStarted) {
+      r.time.prefillStarted = true;
+      r.time.prefillStart = Clock::now();
     }
     Add(r, n, n == pending && !r.p->prefillOnly);
     prefillAllowance -= static_cast<int32_t>(n);
@@ -74,28 +84,33 @@ int32_t Batch::Decode() {
   }
 }
 
-void Batch::KeepComputed(llama_memory_t mem) {
+void Batch::Commit() {
   for (Request *rp : members_) {
     Request &r = *rp;
-    if (r.done) continue;
-    llama_pos posMax = llama_memory_seq_pos_max(mem, r.seq->seq);
-    size_t computed = posMax < 0 ? 0 : static_cast<size_t>(posMax) + 1;
-    size_t keep = computed > r.nPast ? std::min(computed - r.nPast, r.batchCount) : 0;
-    if (r.logitIdx >= 0 && keep == r.batchCount) keep--;
-    r.nPast += keep;
-    if (!llama_memory_seq_rm(mem, r.seq->seq, static_cast<llama_pos>(r.nPast), -1)) {
-      llama_memory_seq_rm(mem, r.seq->seq, -1, -1);
-      r.nPast = 0;
-    }
+    r.seq->Append(r.tokens.data() + r.nPast, r.tick.count);
+    r.nPast += r.tick.count;
   }
 }
 
-bool Batch::FreeIdle(llama_memory_t mem, std::vector<Sequence> &sequences) {
+void Batch::KeepComputed() {
+  for (Request *rp : members_) CheckMirror(*rp);
+  for (Request *rp : members_) {
+    Request &r = *rp;
+    if (r.done) continue;
+    size_t keep = std::min(r.seq->ComputedBeyond(), r.tick.count);
+    if (r.tick.logitIdx >= 0 && keep == r.tick.count) keep--;
+    r.seq->Append(r.tokens.data() + r.nPast, keep);
+    r.nPast += keep;
+    r.seq->DropUncommitted();
+    r.nPast = r.seq->Size();  // 0 when the memory could not drop the tail
+  }
+}
+
+bool Batch::FreeIdle(std::vector<Sequence> &sequences) {
   bool freed = false;
   for (auto &s : sequences) {
-    if (s.req == nullptr && !s.tokens.empty()) {
-      llama_memory_seq_rm(mem, s.seq, -1, -1);
-      s.tokens.clear();
+    if (s.req == nullptr && !s.Empty()) {
+      s.Clear();
       freed = true;
     }
   }

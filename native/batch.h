@@ -27,12 +27,14 @@ class Batch {
   // (-100: llama.cpp threw).
   int32_t Decode();
 
+  // After a successful decode: every member's fed tokens are in its sequence's KV.
+  void Commit();
   // After an abort: finished ubatches stay in the KV. Keeps what was computed, except a row
   // whose logits were needed (they are not kept); the rest is decoded again next tick.
-  void KeepComputed(llama_memory_t mem);
+  void KeepComputed();
 
   // After "no room": drops the KV kept by idle sequences. False when there was none.
-  static bool FreeIdle(llama_memory_t mem, std::vector<Sequence> &sequences);
+  static bool FreeIdle(std::vector<Sequence> &sequences);
 
  private:
   void Add(Request &r, size_t count, bool wantLogits);

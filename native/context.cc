@@ -5,6 +5,7 @@
 #include <set>
 
 #include "errors.h"
+#include "events_js.h"
 #include "napi_util.h"
 
 namespace llamux {
@@ -15,57 +16,6 @@ std::set<Context *> g_contexts;
 
 const napi_type_tag kContextTag = {0x6c6c616d7578456eULL, 0x67696e6554616731ULL};
 
-Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("promptTokens", s.promptTokens);
-  o.Set("reusedTokens", s.reusedTokens);
-  o.Set("prefilledTokens", s.prefilledTokens);
-  o.Set("generatedTokens", s.generatedTokens);
-  o.Set("queuedMs", s.queuedMs);
-  o.Set("ttftMs", s.ttftMs);
-  o.Set("prefillMs", s.prefillMs);
-  o.Set("decodeMs", s.decodeMs);
-  o.Set("prefillTokensPerSec", s.prefillTokensPerSec);
-  o.Set("decodeTokensPerSec", s.decodeTokensPerSec);
-  o.Set("sampleMs", s.sampleMs);
-  o.Set("cacheOutcome", s.cacheOutcome);
-  o.Set("cacheTier", s.cacheTier);
-  o.Set("restoreMs", s.restoreMs);
-  return o;
-}
-
-Napi::Object ReadyToJs(Napi::Env env, const ReadyInfo &r) {
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("contextSize", r.contextSize);
-  o.Set("sequenceContextSize", r.sequenceContextSize);
-  o.Set("batchSize", r.batchSize);
-  o.Set("microBatchSize", r.microBatchSize);
-  o.Set("sequences", r.sequences);
-  o.Set("threads", r.threads);
-  o.Set("batchThreads", r.batchThreads);
-  o.Set("unifiedKv", r.unifiedKv);
-  o.Set("flashAttention", r.flashAttention);
-  o.Set("kvTypeK", r.kvTypeK);
-  o.Set("kvTypeV", r.kvTypeV);
-  o.Set("canTruncateKv", r.canTruncateKv);
-  return o;
-}
-
-const char *EventTypeName(EventType t) {
-  switch (t) {
-    case EventType::Ready: return "ready";
-    case EventType::Text: return "text";
-    case EventType::Final: return "final";
-    case EventType::CreateFailed: return "createFailed";
-    case EventType::Closed: return "closed";
-    case EventType::ToolCallStart: return "toolCallStart";
-    case EventType::ToolCallDelta: return "toolCallDelta";
-    case EventType::ToolCallEnd: return "toolCallEnd";
-    case EventType::SessionDone: return "sessionDone";
-    case EventType::RpcFailed: return "rpcFailed";
-  }
-  return "unknown";
-}
 }  // namespace
 
 Napi::Object Context::Init(Napi::Env env, Napi::Object exports) {
@@ -96,6 +46,45 @@ Napi::Value Context::ShutdownAll(const Napi::CallbackInfo &info) {
   return info.Env().Undefined();
 }
 
+// Readers of required keys. The TS mappers (src/native-request.ts) send every key, so a
+// missing or mistyped one is a bug between our own layers: a TypeError naming the key.
+[[noreturn]] static void MissingKey(Napi::Env env, const char *key, const char *expected) {
+  throw Napi::TypeError::New(env, std::string("Expected key \"") + key + "\" to be " + expected);
+}
+static bool RequireBool(Napi::Env env, const Napi::Object &o, const char *key) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsBoolean()) MissingKey(env, key, "a boolean");
+  return v.As<Napi::Boolean>().Value();
+}
+static double RequireNumber(Napi::Env env, const Napi::Object &o, const char *key) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsNumber()) MissingKey(env, key, "a number");
+  return v.As<Napi::Number>().DoubleValue();
+}
+static int64_t RequireInt(Napi::Env env, const Napi::Object &o, const char *key) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsNumber()) MissingKey(env, key, "a number");
+  return v.As<Napi::Number>().Int64Value();
+}
+static std::string RequireString(Napi::Env env, const Napi::Object &o, const char *key) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsString()) MissingKey(env, key, "a string");
+  return v.As<Napi::String>().Utf8Value();
+}
+static Napi::Int32Array RequireInt32Array(Napi::Env env, const Napi::Object &o, const char *key) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) MissingKey(env, key, "an Int32Array");
+  return v.As<Napi::Int32Array>();
+}
+// A required Int32Array of token ids, each checked against the vocabulary.
+static void ReadVocabTokens(Napi::Env env, const Napi::Object &o, const char *key, int32_t nVocab, std::vector<llama_token> *dst) {
+  Napi::Int32Array a = RequireInt32Array(env, o, key);
+  dst->assign(a.Data(), a.Data() + a.ElementLength());
+  for (size_t i = 0; i < dst->size(); i++) {
+    if ((*dst)[i] < 0 || (*dst)[i] >= nVocab) throw Napi::RangeError::New(env, std::string(key) + ": token outside the vocabulary");
+  }
+}
+
 // new Context(model, options, onEvents)
 Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(info) {
   Napi::Env env = info.Env();
@@ -105,41 +94,33 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   LLAMUX_REQUIRE_FUNCTION(info, 2, "onEvents");
   model_ = model->Handle(env);
   Napi::Object o = info[1].As<Napi::Object>();
+  // Every key is required: src/native-request.ts (contextConfig) sends them all.
   ContextConfig cfg;
-  cfg.contextSize = static_cast<uint32_t>(GetInt(o, "contextSize", 4096));
-  cfg.batchSize = static_cast<uint32_t>(GetInt(o, "batchSize", 512));
-  cfg.microBatchSize = static_cast<uint32_t>(GetInt(o, "microBatchSize", 512));
-  cfg.sequences = static_cast<uint32_t>(GetInt(o, "sequences", 1));
-  cfg.threads = static_cast<int32_t>(GetInt(o, "threads", 0));
-  cfg.batchThreads = static_cast<int32_t>(GetInt(o, "batchThreads", 0));
-  cfg.unifiedKv = GetBool(o, "unifiedKv", true);
-  cfg.flashAttention = static_cast<int32_t>(GetInt(o, "flashAttention", -1));
-  cfg.kvTypeK = static_cast<int32_t>(GetInt(o, "kvTypeK", -1));
-  cfg.kvTypeV = static_cast<int32_t>(GetInt(o, "kvTypeV", -1));
-  cfg.maxQueued = static_cast<uint32_t>(GetInt(o, "maxQueued", 1024));
-  cfg.prefillChunk = static_cast<uint32_t>(GetInt(o, "prefillChunk", 0));
-  auto readTokens = [&](const char *key, std::vector<llama_token> *dst) {
-    Napi::Value v = o.Get(key);
-    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) return;
-    Napi::Int32Array a = v.As<Napi::Int32Array>();
-    for (size_t i = 0; i < a.ElementLength(); i++) {
-      if (a[i] < 0 || a[i] >= model_->n_vocab) throw Napi::RangeError::New(env, std::string(key) + ": token outside the vocabulary");
-      dst->push_back(a[i]);
-    }
-  };
-  cfg.cacheRamBytes = static_cast<size_t>(GetNumber(o, "cacheRamBytes", static_cast<double>(256u << 20)));
-  cfg.sessionTtlMs = static_cast<uint32_t>(GetNumber(o, "sessionTtlMs", 600000));
-  cfg.idleKvSpillMs = static_cast<uint32_t>(GetNumber(o, "idleKvSpillMs", 0));
-  cfg.cacheDir = GetString(o, "cacheDir", "");
-  cfg.diskWriteThrough = GetBool(o, "diskWriteThrough", true);
-  cfg.cacheDiskBytes = static_cast<uint64_t>(GetNumber(o, "cacheDiskBytes", static_cast<double>(4ull << 30)));
+  cfg.contextSize = static_cast<uint32_t>(RequireInt(env, o, "contextSize"));
+  cfg.batchSize = static_cast<uint32_t>(RequireInt(env, o, "batchSize"));
+  cfg.microBatchSize = static_cast<uint32_t>(RequireInt(env, o, "microBatchSize"));
+  cfg.sequences = static_cast<uint32_t>(RequireInt(env, o, "sequences"));
+  cfg.threads = static_cast<int32_t>(RequireInt(env, o, "threads"));
+  cfg.batchThreads = static_cast<int32_t>(RequireInt(env, o, "batchThreads"));
+  cfg.unifiedKv = RequireBool(env, o, "unifiedKv");
+  cfg.flashAttention = static_cast<int32_t>(RequireInt(env, o, "flashAttention"));
+  cfg.kvTypeK = static_cast<int32_t>(RequireInt(env, o, "kvTypeK"));
+  cfg.kvTypeV = static_cast<int32_t>(RequireInt(env, o, "kvTypeV"));
+  cfg.maxQueued = static_cast<uint32_t>(RequireInt(env, o, "maxQueued"));
+  cfg.prefillChunk = static_cast<uint32_t>(RequireInt(env, o, "prefillChunk"));
+  cfg.cacheRamBytes = static_cast<size_t>(RequireNumber(env, o, "cacheRamBytes"));
+  cfg.sessionTtlMs = static_cast<uint32_t>(RequireNumber(env, o, "sessionTtlMs"));
+  cfg.idleKvSpillMs = static_cast<uint32_t>(RequireNumber(env, o, "idleKvSpillMs"));
+  cfg.cacheDir = RequireString(env, o, "cacheDir");
+  cfg.diskWriteThrough = RequireBool(env, o, "diskWriteThrough");
+  cfg.cacheDiskBytes = static_cast<uint64_t>(RequireNumber(env, o, "cacheDiskBytes"));
   cfg.modelFingerprint = model_->fingerprint;
-  cfg.prefixCache = GetBool(o, "prefixCache", true);
+  cfg.prefixCache = RequireBool(env, o, "prefixCache");
   cfg.rpc = model_->rpc;
-  readTokens("markerStart", &cfg.markers.start);
-  readTokens("markerEnd", &cfg.markers.end);
-  readTokens("markerPayloadStart", &cfg.markers.payloadStart);
-  readTokens("markerPayloadEnd", &cfg.markers.payloadEnd);
+  ReadVocabTokens(env, o, "markerStart", model_->n_vocab, &cfg.markers.start);
+  ReadVocabTokens(env, o, "markerEnd", model_->n_vocab, &cfg.markers.end);
+  ReadVocabTokens(env, o, "markerPayloadStart", model_->n_vocab, &cfg.markers.payloadStart);
+  ReadVocabTokens(env, o, "markerPayloadEnd", model_->n_vocab, &cfg.markers.payloadEnd);
   if (cfg.sequences < 1 || cfg.sequences > 256) throw Napi::RangeError::New(env, "sequences must be in 1..256");
   if (cfg.batchSize < 1 || cfg.contextSize < 1) throw Napi::RangeError::New(env, "contextSize and batchSize must be positive");
 
@@ -294,67 +275,7 @@ void Context::CallJs(Napi::Env env, Napi::Function fn, Outbox *box) {
     box->scheduled = false;
   }
   if (env == nullptr || batch.empty()) return;
-  Napi::Array arr = Napi::Array::New(env, batch.size());
-  uint32_t i = 0;
-  for (auto &e : batch) {
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("type", EventTypeName(e.type));
-    o.Set("id", static_cast<double>(e.id));
-    switch (e.type) {
-      case EventType::Text: {
-        o.Set("text", Napi::String::New(env, e.text));
-        if (!e.tokens.empty()) {
-          Napi::Int32Array t = Napi::Int32Array::New(env, e.tokens.size());
-          std::copy(e.tokens.begin(), e.tokens.end(), t.Data());
-          o.Set("tokens", t);
-        }
-        break;
-      }
-      case EventType::Final:
-        o.Set("finishReason", e.finishReason);
-        if (!e.code.empty()) {
-          o.Set("code", e.code);
-          o.Set("message", e.message);
-        }
-        if (!e.stop.empty()) o.Set("stop", e.stop);
-        o.Set("stats", StatsToJs(env, e.stats));
-        break;
-      case EventType::Ready:
-        o.Set("ready", ReadyToJs(env, e.ready));
-        break;
-      case EventType::CreateFailed:
-      case EventType::RpcFailed:
-        o.Set("code", e.code);
-        o.Set("message", e.message);
-        break;
-      case EventType::Closed:
-        break;
-      case EventType::SessionDone:
-        if (!e.code.empty()) {
-          o.Set("code", e.code);
-          o.Set("message", e.message);
-        }
-        break;
-      case EventType::ToolCallStart:
-        o.Set("index", e.index);
-        break;
-      case EventType::ToolCallDelta:
-        o.Set("index", e.index);
-        o.Set("text", Napi::String::New(env, e.text));
-        break;
-      case EventType::ToolCallEnd: {
-        o.Set("index", e.index);
-        o.Set("text", Napi::String::New(env, e.text));
-        Napi::Int32Array t = Napi::Int32Array::New(env, e.tokens.size());
-        std::copy(e.tokens.begin(), e.tokens.end(), t.Data());
-        o.Set("tokens", t);
-        o.Set("truncated", e.truncated);
-        break;
-      }
-    }
-    arr.Set(i++, o);
-  }
-  fn.Call({arr});
+  fn.Call({EventsToJs(env, batch)});
 }
 
 void Context::OnFinalize(Napi::Env env, void *, Outbox *box) {
@@ -377,90 +298,78 @@ void Context::OnFinalize(Napi::Env env, void *, Outbox *box) {
 }
 
 static void ReadSampling(Napi::Env env, const Napi::Object &o, SamplerParams &s, int32_t nVocab) {
-  s.temperature = static_cast<float>(GetNumber(o, "temperature", s.temperature));
-  s.topK = static_cast<int32_t>(GetInt(o, "topK", s.topK));
-  s.topP = static_cast<float>(GetNumber(o, "topP", s.topP));
-  s.minP = static_cast<float>(GetNumber(o, "minP", s.minP));
-  s.typicalP = static_cast<float>(GetNumber(o, "typicalP", s.typicalP));
-  s.repeatPenalty = static_cast<float>(GetNumber(o, "repeatPenalty", s.repeatPenalty));
-  s.frequencyPenalty = static_cast<float>(GetNumber(o, "frequencyPenalty", s.frequencyPenalty));
-  s.presencePenalty = static_cast<float>(GetNumber(o, "presencePenalty", s.presencePenalty));
-  s.penaltyLastN = static_cast<int32_t>(GetInt(o, "penaltyLastN", s.penaltyLastN));
-  double seed = GetNumber(o, "seed", -1);
-  s.seed = seed < 0 ? LLAMA_DEFAULT_SEED : static_cast<uint32_t>(std::fmod(seed, 4294967296.0));
-  s.grammar = GetString(o, "grammar", "");
-  s.grammarRoot = GetString(o, "grammarRoot", "root");
-  Napi::Value lb = o.Get("logitBiasTokens");
+  s.temperature = static_cast<float>(RequireNumber(env, o, "temperature"));
+  s.topK = static_cast<int32_t>(RequireInt(env, o, "topK"));
+  s.topP = static_cast<float>(RequireNumber(env, o, "topP"));
+  s.minP = static_cast<float>(RequireNumber(env, o, "minP"));
+  s.typicalP = static_cast<float>(RequireNumber(env, o, "typicalP"));
+  s.repeatPenalty = static_cast<float>(RequireNumber(env, o, "repeatPenalty"));
+  s.frequencyPenalty = static_cast<float>(RequireNumber(env, o, "frequencyPenalty"));
+  s.presencePenalty = static_cast<float>(RequireNumber(env, o, "presencePenalty"));
+  s.penaltyLastN = static_cast<int32_t>(RequireInt(env, o, "penaltyLastN"));
+  s.seed = static_cast<uint32_t>(std::fmod(RequireNumber(env, o, "seed"), 4294967296.0));
+  s.grammar = RequireString(env, o, "grammar");
+  s.grammarRoot = RequireString(env, o, "grammarRoot");
+  Napi::Int32Array toks = RequireInt32Array(env, o, "logitBiasTokens");
   Napi::Value lv = o.Get("logitBiasValues");
-  if (lb.IsTypedArray() && lv.IsTypedArray()) {
-    Napi::Int32Array toks = lb.As<Napi::Int32Array>();
-    Napi::Float32Array vals = lv.As<Napi::Float32Array>();
-    size_t n = std::min(toks.ElementLength(), vals.ElementLength());
-    for (size_t i = 0; i < n; i++) {
-      if (toks[i] < 0 || toks[i] >= nVocab) {
-        ThrowCoded(env, ErrorCode::InvalidArgument, "logitBias token " + std::to_string(toks[i]) + " is outside the vocabulary");
-      }
-      s.logitBias.emplace_back(toks[i], vals[i]);
+  if (!lv.IsTypedArray() || lv.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) MissingKey(env, "logitBiasValues", "a Float32Array");
+  Napi::Float32Array vals = lv.As<Napi::Float32Array>();
+  size_t n = std::min(toks.ElementLength(), vals.ElementLength());
+  for (size_t i = 0; i < n; i++) {
+    if (toks[i] < 0 || toks[i] >= nVocab) {
+      ThrowCoded(env, ErrorCode::InvalidArgument, "logitBias token " + std::to_string(toks[i]) + " is outside the vocabulary");
     }
+    s.logitBias.emplace_back(toks[i], vals[i]);
   }
 }
 
-// submit(params) -> undefined; throws QUEUE_FULL or DISPOSED
+// submit(request) -> undefined; throws QUEUE_FULL or DISPOSED. Every key is required
+// (src/native-request.ts builds the request complete); the prompt arrives tokenized.
 Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   if (closeRequested_) ThrowCoded(env, ErrorCode::Disposed, "The context has been disposed");
   LLAMUX_REQUIRE_OBJECT(info, 0, "params");
   Napi::Object o = info[0].As<Napi::Object>();
   auto p = std::make_unique<RequestParams>();
-  p->id = static_cast<uint64_t>(GetNumber(o, "id", 0));
-  Napi::Value prompt = o.Get("prompt");
-  if (prompt.IsString()) {
-    p->hasText = true;
-    p->promptText = prompt.As<Napi::String>().Utf8Value();
-  } else if (prompt.IsTypedArray() && prompt.As<Napi::TypedArray>().TypedArrayType() == napi_int32_array) {
-    Napi::Int32Array t = prompt.As<Napi::Int32Array>();
-    p->promptTokens.assign(t.Data(), t.Data() + t.ElementLength());
-    for (size_t i = 0; i < p->promptTokens.size(); i++) {
-      if (p->promptTokens[i] < 0 || p->promptTokens[i] >= model_->n_vocab) {
-        ThrowCoded(env, ErrorCode::InvalidArgument, "Prompt token " + std::to_string(p->promptTokens[i]) + " at index " +
-                                                std::to_string(i) + " is outside the vocabulary");
-      }
+  p->id = static_cast<uint64_t>(RequireNumber(env, o, "id"));
+  Napi::Int32Array prompt = RequireInt32Array(env, o, "promptTokens");
+  p->promptTokens.assign(prompt.Data(), prompt.Data() + prompt.ElementLength());
+  for (size_t i = 0; i < p->promptTokens.size(); i++) {
+    if (p->promptTokens[i] < 0 || p->promptTokens[i] >= model_->n_vocab) {
+      ThrowCoded(env, ErrorCode::InvalidArgument, "Prompt token " + std::to_string(p->promptTokens[i]) + " at index " +
+                                              std::to_string(i) + " is outside the vocabulary");
     }
-  } else if (!prompt.IsUndefined()) {
-    throw Napi::TypeError::New(env, "params.prompt must be a string or an Int32Array");
   }
-  p->addSpecial = GetBool(o, "addSpecial", true);
-  p->parseSpecial = GetBool(o, "parseSpecial", false);
-  p->maxTokens = static_cast<int32_t>(GetInt(o, "maxTokens", -1));
-  p->tokens = GetBool(o, "tokens", false);
-  p->renderSpecial = GetBool(o, "renderSpecial", false);
-  p->toolCalls = GetBool(o, "toolCalls", true);
-  p->sessionId = GetString(o, "sessionId", "");
-  p->waitForSession = GetBool(o, "waitForSession", false);
-  p->cacheScope = GetString(o, "cacheScope", "");
-  p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
-  p->continueSession = GetBool(o, "continueSession", false);
-  p->prefillOnly = GetBool(o, "prefillOnly", false);
+  p->maxTokens = static_cast<int32_t>(RequireInt(env, o, "maxTokens"));
+  p->emitTokenIds = RequireBool(env, o, "emitTokenIds");
+  p->renderSpecial = RequireBool(env, o, "renderSpecial");
+  p->detectToolCalls = RequireBool(env, o, "detectToolCalls");
+  p->sessionId = RequireString(env, o, "sessionId");
+  p->waitForSession = RequireBool(env, o, "waitForSession");
+  p->cacheScope = RequireString(env, o, "cacheScope");
+  p->sessionTtlMs = RequireInt(env, o, "sessionTtlMs");
+  p->continueSession = RequireBool(env, o, "continueSession");
+  p->prefillOnly = RequireBool(env, o, "prefillOnly");
   Napi::Value expect = o.Get("expectCommitted");
-  if (expect.IsTypedArray()) {
-    Napi::Int32Array e = expect.As<Napi::Int32Array>();
+  if (!expect.IsNull()) {
+    Napi::Int32Array e = RequireInt32Array(env, o, "expectCommitted");
     p->hasExpect = true;
     p->expectCommitted.assign(e.Data(), e.Data() + e.ElementLength());
   }
-  p->greedyToolSyntax = GetBool(o, "greedyToolSyntax", true);
-  p->toolGrammar = GetString(o, "toolGrammar", "");
-  p->toolGrammarRoot = GetString(o, "toolGrammarRoot", "root");
-  p->toolRequired = GetBool(o, "toolRequired", false);
-  p->parallelToolCalls = GetBool(o, "parallelToolCalls", true);
-  p->toolEndEog = static_cast<int32_t>(GetInt(o, "toolEndEog", -1));
+  p->greedyToolSyntax = RequireBool(env, o, "greedyToolSyntax");
+  p->toolGrammar = RequireString(env, o, "toolGrammar");
+  p->toolGrammarRoot = RequireString(env, o, "toolGrammarRoot");
+  p->toolRequired = RequireBool(env, o, "toolRequired");
+  p->parallelToolCalls = RequireBool(env, o, "parallelToolCalls");
+  p->toolEndEog = static_cast<int32_t>(RequireInt(env, o, "toolEndEog"));
   if (p->toolEndEog >= model_->n_vocab) ThrowCoded(env, ErrorCode::InvalidArgument, "toolEndEog is outside the vocabulary");
   Napi::Value stops = o.Get("stop");
-  if (stops.IsArray()) {
-    Napi::Array a = stops.As<Napi::Array>();
-    for (uint32_t i = 0; i < a.Length(); i++) {
-      Napi::Value v = a.Get(i);
-      if (v.IsString()) p->stops.push_back(v.As<Napi::String>().Utf8Value());
-    }
+  if (!stops.IsArray()) MissingKey(env, "stop", "an array of strings");
+  Napi::Array a = stops.As<Napi::Array>();
+  for (uint32_t i = 0; i < a.Length(); i++) {
+    Napi::Value v = a.Get(i);
+    if (!v.IsString()) MissingKey(env, "stop", "an array of strings");
+    p->stops.push_back(v.As<Napi::String>().Utf8Value());
   }
   ReadSampling(env, o, p->sampling, model_->n_vocab);
   Enqueue(env, std::move(p));
@@ -475,28 +384,28 @@ void Context::Enqueue(Napi::Env env, std::unique_ptr<RequestParams> p) {
   }
 }
 
-// sessionCommand({ id, op: 'end' | 'fork', sessionId, from?, wait?, sessionTtlMs? }) -> undefined;
-// the result arrives as a sessionDone event. Throws QUEUE_FULL or DISPOSED.
+// sessionCommand({ id, op: 'end' | 'fork', sessionId, from, wait, sessionTtlMs }) -> undefined;
+// every key required. The result arrives as a sessionDone event. Throws QUEUE_FULL or DISPOSED.
 Napi::Value Context::SessionCommand(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   if (closeRequested_) ThrowCoded(env, ErrorCode::Disposed, "The context has been disposed");
   LLAMUX_REQUIRE_OBJECT(info, 0, "command");
   Napi::Object o = info[0].As<Napi::Object>();
   auto p = std::make_unique<RequestParams>();
-  p->id = static_cast<uint64_t>(GetNumber(o, "id", 0));
+  p->id = static_cast<uint64_t>(RequireNumber(env, o, "id"));
   p->command = std::make_unique<llamux::SessionCommand>();
-  std::string op = GetString(o, "op", "");
+  std::string op = RequireString(env, o, "op");
   if (op == "end") {
     p->command->op = llamux::SessionCommand::Op::End;
   } else if (op == "fork") {
     p->command->op = llamux::SessionCommand::Op::Fork;
-    p->command->from = GetString(o, "from", "");
   } else {
     throw Napi::TypeError::New(env, "command.op must be 'end' or 'fork'");
   }
-  p->sessionId = GetString(o, "sessionId", "");
-  p->waitForSession = GetBool(o, "wait", false);
-  p->sessionTtlMs = GetInt(o, "sessionTtlMs", -1);
+  p->command->from = RequireString(env, o, "from");
+  p->sessionId = RequireString(env, o, "sessionId");
+  p->waitForSession = RequireBool(env, o, "wait");
+  p->sessionTtlMs = RequireInt(env, o, "sessionTtlMs");
   Enqueue(env, std::move(p));
   return env.Undefined();
 }

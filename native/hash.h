@@ -34,4 +34,19 @@ struct Hash128 {
   }
 };
 
+// The identity of a context's KV layout: model fingerprint, KV types, unified or split KV, the
+// cells per sequence and the flash-attention setting (it decides V's transposition). The one
+// place it is computed; the disk tier and JS prefix keys (ready event) both use it.
+inline std::string LayoutKey(const std::string &modelFingerprint, int32_t typeK, int32_t typeV, bool unifiedKv,
+                             int32_t sequenceContextSize, int32_t flashAttention) {
+  Hash128 h;
+  h.UpdateString(modelFingerprint);
+  h.UpdateValue(typeK);
+  h.UpdateValue(typeV);
+  h.UpdateValue(unifiedKv);
+  h.UpdateValue(sequenceContextSize);
+  h.UpdateValue(flashAttention);
+  return h.Hex();
+}
+
 }  // namespace llamux

@@ -27,19 +27,18 @@ void Scheduler::SpillTaxingIdleKv() {
   Clock::time_point now = Clock::now();
   size_t idleCells = 0;
   for (auto &s : sequences_) {
-    if (s.req == nullptr) idleCells += s.tokens.size();
+    if (s.req == nullptr) idleCells += s.Size();
   }
   if (idleCells <= activeCells) return;  // the window at most doubles: not worth a copy
   for (auto &s : sequences_) {
-    if (s.req != nullptr || s.tokens.empty() || MsBetween(s.lastUsed, now) < cfg_.idleKvSpillMs) continue;
-    std::string session = sessions_.PinnedTo(s.seq);  // a copy: Unpin clears it
-    if (!SaveState(s, session)) continue;  // the RAM tier did not take it: keep the KV
-    if (!session.empty()) {
-      sessions_.Unpin(s.seq);
-      counters_.spills++;
+    if (s.req != nullptr || s.Empty() || MsBetween(s.lastUsed, now) < cfg_.idleKvSpillMs) continue;
+    // the RAM tier did not take it: keep the KV
+    if (s.Pinned()) {
+      if (!sessions_.Spill(s)) continue;
+    } else {
+      if (!s.Save(*tiers_, "")) continue;
+      s.Clear();
     }
-    llama_memory_seq_rm(mem_, s.seq, -1, -1);
-    s.tokens.clear();
     counters_.idleSpills++;
   }
   UpdateCounters();

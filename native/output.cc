@@ -15,68 +15,71 @@ std::string Output::Piece(llama_token tok, bool special) const {
 }
 
 void Output::EmitPendingText(Request &r, bool evenIfEmpty) {
-  if (r.pendingText.empty() && (!evenIfEmpty || r.pendingTokens.empty())) return;
+  if (r.text.pending.empty() && (!evenIfEmpty || r.text.pendingTokens.empty())) return;
   Event ev;
   ev.type = EventType::Text;
   ev.id = r.p->id;
-  ev.text.swap(r.pendingText);
-  ev.tokens.swap(r.pendingTokens);
+  ev.text.swap(r.text.pending);
+  ev.tokens.swap(r.text.pendingTokens);
   Emit(std::move(ev));
 }
 
 void Output::EmitSpanDelta(Request &r) {
-  if (r.pendingSpan.empty()) return;
-  r.spanText += r.pendingSpan;
+  if (r.span.pending.empty()) return;
+  r.span.text += r.span.pending;
   Event ev;
   ev.type = EventType::ToolCallDelta;
   ev.id = r.p->id;
-  ev.index = r.spanIndex;
-  ev.text.swap(r.pendingSpan);
+  ev.index = r.span.index;
+  ev.text.swap(r.span.pending);
   Emit(std::move(ev));
 }
 
 void Output::CloseSpan(Request &r, bool truncated) {
-  r.spanStream->Flush(&r.pendingSpan);
+  r.span.stream->Flush(&r.span.pending);
   EmitSpanDelta(r);
   Event ev;
   ev.type = EventType::ToolCallEnd;
   ev.id = r.p->id;
-  ev.index = r.spanIndex;
-  ev.text = r.spanText;
-  ev.tokens = r.spanTokens;
+  ev.index = r.span.index;
+  ev.text = r.span.text;
+  ev.tokens = r.span.tokens;
   ev.truncated = truncated;
   Emit(std::move(ev));
-  r.spanOpen = false;
-  r.spanIndex++;
+  r.span.open = false;
+  r.span.index++;
 }
 
 // Routes what the marker matcher released.
-const char *Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs) {
+Output::Step Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs, FinishReason *reason) {
   for (const auto &o : outs) {
     switch (o.kind) {
       case MarkerMatcher::Kind::Text:
         for (llama_token t : o.tokens) {
-          if (r.p->tokens) r.pendingTokens.push_back(t);
-          if (r.text->Push(Piece(t, r.p->renderSpecial), &r.pendingText)) return "stop";
+          if (r.p->emitTokenIds) r.text.pendingTokens.push_back(t);
+          if (r.text.stream->Push(Piece(t, r.p->renderSpecial), &r.text.pending)) {
+            *reason = FinishReason::Stop;
+            return Step::Finished;
+          }
         }
         break;
       case MarkerMatcher::Kind::Open: {
         // Text before a span is final: stop strings apply to text outside spans only.
-        r.text->Flush(&r.pendingText);
+        r.text.stream->Flush(&r.text.pending);
         EmitPendingText(r, true);
-        r.spanOpen = true;
-        r.spanTokens.assign(o.tokens.begin(), o.tokens.end());
-        r.spanText.clear();
-        r.spanStream = std::make_unique<TextStream>();
+        r.span.open = true;
+        r.span.tokens.assign(o.tokens.begin(), o.tokens.end());
+        r.span.text.clear();
+        r.span.stream = std::make_unique<TextStream>();
         // The tool grammar covers the span from its start marker: feed it the marker unless it
         // is already active (toolChoice required: it produced the marker).
         if (r.sampler.HasToolGrammar() && !r.sampler.ToolGrammarActive() && !r.sampler.StartToolGrammar(o.tokens)) {
-          return kGrammarFailed;
+          return Step::GrammarFailed;
         }
         Event ev;
         ev.type = EventType::ToolCallStart;
         ev.id = r.p->id;
-        ev.index = r.spanIndex;
+        ev.index = r.span.index;
         Emit(std::move(ev));
         break;
       }
@@ -85,79 +88,89 @@ const char *Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher::
       case MarkerMatcher::Kind::PayloadClose:
         // Span bytes are exact: control tokens inside a span are rendered.
         for (llama_token t : o.tokens) {
-          r.spanTokens.push_back(t);
-          r.spanStream->Push(Piece(t, true), &r.pendingSpan);
+          r.span.tokens.push_back(t);
+          r.span.stream->Push(Piece(t, true), &r.span.pending);
         }
         break;
       case MarkerMatcher::Kind::Close:
-        r.spanTokens.insert(r.spanTokens.end(), o.tokens.begin(), o.tokens.end());
+        r.span.tokens.insert(r.span.tokens.end(), o.tokens.begin(), o.tokens.end());
         CloseSpan(r, false);
         r.sampler.StopToolGrammar();
-        if (!r.p->parallelToolCalls) return "toolCall";
+        if (!r.p->parallelToolCalls) {
+          *reason = FinishReason::ToolCall;
+          return Step::Finished;
+        }
         break;
     }
   }
-  return nullptr;
+  return Step::Continue;
 }
 
-const char *Output::OnToken(Request &r, llama_token tok, size_t nCtxSeq) {
+Output::Step Output::OnToken(Request &r, llama_token tok, size_t nCtxSeq, FinishReason *reason) {
   Clock::time_point now = Clock::now();
   if (r.nGenerated == 0) {
-    r.tFirstToken = now;
-    r.stats.ttftMs = MsBetween(r.tSubmit, now);
+    r.time.firstToken = now;
+    r.stats.ttftMs = MsBetween(r.time.submit, now);
   }
-  r.tLast = now;
+  r.time.last = now;
   if (llama_vocab_is_eog(vocab_, tok)) {
     // An end marker may itself end generation (e.g. <|eom_id|>): let it close the span.
-    if (r.matcher && r.spanOpen && std::find(markers_->end.begin(), markers_->end.end(), tok) != markers_->end.end()) {
+    if (r.span.matcher && r.span.open && std::find(markers_->end.begin(), markers_->end.end(), tok) != markers_->end.end()) {
       outs_.clear();
-      r.matcher->Push(tok, &outs_);
-      ProcessOutputs(r, outs_);
+      r.span.matcher->Push(tok, &outs_);
+      FinishReason ignored;
+      ProcessOutputs(r, outs_, &ignored);
     }
-    return "eog";
+    *reason = FinishReason::Eog;
+    return Step::Finished;
   }
   r.tokens.push_back(tok);
   r.nGenerated++;
-  const char *ended = nullptr;
-  if (r.matcher) {
+  Step step = Step::Continue;
+  if (r.span.matcher) {
     outs_.clear();
-    r.matcher->Push(tok, &outs_);
-    ended = ProcessOutputs(r, outs_);
-    if (r.p->greedyToolSyntax) r.sampler.UseGreedy(r.matcher->WantsGreedy());
+    r.span.matcher->Push(tok, &outs_);
+    step = ProcessOutputs(r, outs_, reason);
+    if (r.p->greedyToolSyntax) r.sampler.UseGreedy(r.span.matcher->WantsGreedy());
   } else {
-    if (r.p->tokens) r.pendingTokens.push_back(tok);
-    if (r.text->Push(Piece(tok, r.p->renderSpecial), &r.pendingText)) ended = "stop";
+    if (r.p->emitTokenIds) r.text.pendingTokens.push_back(tok);
+    if (r.text.stream->Push(Piece(tok, r.p->renderSpecial), &r.text.pending)) {
+      *reason = FinishReason::Stop;
+      step = Step::Finished;
+    }
   }
-  if (ended != nullptr) return ended;
-  if (r.p->maxTokens >= 0 && r.nGenerated >= r.p->maxTokens) return "length";
-  if (r.tokens.size() >= nCtxSeq) return "length";
-  return nullptr;
+  if (step != Step::Continue) return step;
+  if ((r.p->maxTokens >= 0 && r.nGenerated >= r.p->maxTokens) || r.tokens.size() >= nCtxSeq) {
+    *reason = FinishReason::Length;
+    return Step::Finished;
+  }
+  return Step::Continue;
 }
 
-void Output::Finish(Request &r, const char *reason) { End(r, reason, nullptr, ""); }
+void Output::Finish(Request &r, FinishReason reason) { End(r, reason, nullptr, ""); }
 
 void Output::Fail(Request &r, ErrorCode code, const std::string &message) {
-  End(r, code == ErrorCode::Aborted ? "abort" : "error", ErrorCodeName(code), message);
+  End(r, code == ErrorCode::Aborted ? FinishReason::Abort : FinishReason::Error, ErrorCodeName(code), message);
 }
 
-void Output::End(Request &r, const char *reason, const char *code, const std::string &message) {
+void Output::End(Request &r, FinishReason reason, const char *code, const std::string &message) {
   if (r.done) return;
   r.done = true;
-  std::string reasonStr = reason;
   // Held-back text (a possible stop string, a possible marker, an incomplete character) is
   // released only when generation really ended there (eog, length). An abort or error cuts
   // the output short: what was held stays unsaid, so everything streamed is a prefix of what
   // the full run would have streamed.
-  if (reasonStr == "eog" || reasonStr == "length") {
-    if (r.matcher) {
+  if (reason == FinishReason::Eog || reason == FinishReason::Length) {
+    if (r.span.matcher) {
       outs_.clear();
-      r.matcher->Flush(&outs_);
-      ProcessOutputs(r, outs_);
+      r.span.matcher->Flush(&outs_);
+      FinishReason ignored;
+      ProcessOutputs(r, outs_, &ignored);
     }
-    r.text->Flush(&r.pendingText);
+    r.text.stream->Flush(&r.text.pending);
   }
   EmitPendingText(r, true);
-  if (r.spanOpen) CloseSpan(r, true);  // never reported as a complete call
+  if (r.span.open) CloseSpan(r, true);  // never reported as a complete call
   FinalStats &st = r.stats;
   st.generatedTokens = r.nGenerated;
   if (st.prefilledTokens == 0 && r.nPast > static_cast<size_t>(st.reusedTokens)) {
@@ -165,7 +178,7 @@ void Output::End(Request &r, const char *reason, const char *code, const std::st
   }
   if (st.prefillMs > 0) st.prefillTokensPerSec = st.prefilledTokens / (st.prefillMs / 1000.0);
   if (r.nGenerated > 1) {
-    st.decodeMs = MsBetween(r.tFirstToken, r.tLast);
+    st.decodeMs = MsBetween(r.time.firstToken, r.time.last);
     if (st.decodeMs > 0) st.decodeTokensPerSec = (r.nGenerated - 1) / (st.decodeMs / 1000.0);
   }
   Event ev = Event::Final(r.p->id, reason, st);
@@ -173,7 +186,7 @@ void Output::End(Request &r, const char *reason, const char *code, const std::st
     ev.code = code;
     ev.message = message;
   }
-  if (reasonStr == "stop") ev.stop = r.text->MatchedStop();
+  if (reason == FinishReason::Stop) ev.stop = r.text.stream->MatchedStop();
   Emit(std::move(ev));
 }
 

@@ -23,18 +23,20 @@ class Output {
   Output(const llama_vocab *vocab, const MarkerSet *markers, Flush flush)
       : vocab_(vocab), markers_(markers), flush_(std::move(flush)) {}
 
-  // Returned by OnToken when the tool-call grammar could not start on a span (the request fails).
-  static constexpr const char *kGrammarFailed = "grammar-failed";
+  // What a sampled token did to the generation.
+  enum class Step : uint8_t {
+    Continue,       // generation goes on
+    Finished,       // it ended the generation: *reason says why (Eog, Stop, Length, ToolCall)
+    GrammarFailed,  // the tool-call grammar could not start on a span (the request fails)
+  };
 
-  // Feeds a sampled token. Returns the finish reason when it ended the generation ("eog",
-  // "stop", "length", "toolCall" after the first span without parallel tool calls),
-  // kGrammarFailed, or nullptr when generation goes on.
-  const char *OnToken(Request &r, llama_token tok, size_t nCtxSeq);
+  // Feeds a sampled token.
+  Step OnToken(Request &r, llama_token tok, size_t nCtxSeq, FinishReason *reason);
 
   // The request's last events: held text is released when generation really ended there
   // (eog, length), an open span is closed as truncated, the stats are completed and the
   // final event is queued. Marks the request done.
-  void Finish(Request &r, const char *reason);
+  void Finish(Request &r, FinishReason reason);
   void Fail(Request &r, ErrorCode code, const std::string &message);
 
   void Emit(Event &&ev) { events_.push_back(std::move(ev)); }
@@ -44,10 +46,10 @@ class Output {
   void FlushEvents(const std::vector<std::unique_ptr<Request>> &active, bool force);
 
  private:
-  void End(Request &r, const char *reason, const char *code, const std::string &message);
-  // Returns "stop" (a stop string), "toolCall" (a span closed, no parallel calls),
-  // kGrammarFailed, or nullptr.
-  const char *ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs);
+  void End(Request &r, FinishReason reason, const char *code, const std::string &message);
+  // Finished with Stop (a stop string) or ToolCall (a span closed, no parallel calls),
+  // GrammarFailed, or Continue.
+  Step ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs, FinishReason *reason);
   void EmitPendingText(Request &r, bool evenIfEmpty);
   void EmitSpanDelta(Request &r);
   void CloseSpan(Request &r, bool truncated);

@@ -13,14 +13,14 @@
 namespace llamux {
 
 void Scheduler::OnKvFull() {
-  if (Batch::FreeIdle(mem_, sequences_)) return;  // retry next tick with the idle KV gone
+  if (Batch::FreeIdle(sequences_)) return;  // retry next tick with the idle KV gone
   Request *victim = nullptr;
   size_t holding = 0;
   for (auto &rp : active_) {
     Request &r = *rp;
     if (r.done || r.seq == nullptr) continue;
     holding++;
-    if (victim == nullptr || r.tSubmit > victim->tSubmit) victim = &r;
+    if (victim == nullptr || r.time.submit > victim->time.submit) victim = &r;
   }
   if (victim == nullptr) return;
   if (holding == 1) {
@@ -34,20 +34,19 @@ void Scheduler::OnKvFull() {
 
 void Scheduler::Preempt(Request &r) {
   Sequence *s = r.seq;
-  llama_memory_seq_rm(mem_, s->seq, -1, -1);
-  s->tokens.clear();
+  s->Clear();
   // A session request gives its sequence up too; the session stays busy (others keep
   // waiting for it) and is pinned again when the request comes back.
-  if (sessions_.IsPinned(s->seq)) sessions_.Unpin(s->seq);
+  sessions_.Yield(*s);
   s->req = nullptr;
   s->lastUsed = Clock::now();
   r.seq = nullptr;
   r.nPast = 0;
-  r.batchCount = 0;
-  r.logitIdx = -1;
-  r.preempted = true;
-  r.resumed = true;
-  r.resumeAfter = finished_;
+  r.tick.count = 0;
+  r.tick.logitIdx = -1;
+  r.preempt.requeue = true;
+  r.preempt.resumed = true;
+  r.preempt.resumeAfter = finished_;
   counters_.preemptions++;
   UpdateCounters();
 }
@@ -57,17 +56,17 @@ void Scheduler::Preempt(Request &r) {
 void Scheduler::RequeuePreempted() {
   std::vector<std::unique_ptr<Request>> back;
   for (auto &rp : active_) {
-    if (rp && rp->preempted && !rp->done) back.push_back(std::move(rp));
+    if (rp && rp->preempt.requeue && !rp->done) back.push_back(std::move(rp));
   }
   if (back.empty()) return;
   active_.erase(std::remove(active_.begin(), active_.end(), nullptr), active_.end());
-  std::sort(back.begin(), back.end(), [](const auto &a, const auto &b) { return a->tSubmit > b->tSubmit; });
+  std::sort(back.begin(), back.end(), [](const auto &a, const auto &b) { return a->time.submit > b->time.submit; });
   {
     std::lock_guard<std::mutex> lk(mu_);
     waitingCount_ += static_cast<uint32_t>(back.size());
   }
   for (auto &rp : back) {
-    rp->preempted = false;
+    rp->preempt.requeue = false;
     waiting_.push_front(std::move(rp));
   }
 }
@@ -75,7 +74,7 @@ void Scheduler::RequeuePreempted() {
 // A preempted request waits until another request has left the cache (or none is left
 // running), so it does not take the cells back and thrash.
 bool Scheduler::HeldBack(const Request &r) const {
-  if (!r.resumed || finished_ > r.resumeAfter) return false;
+  if (!r.preempt.resumed || finished_ > r.preempt.resumeAfter) return false;
   for (auto &rp : active_) {
     if (!rp->done && rp->seq != nullptr) return true;
   }

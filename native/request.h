@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "finish_reason.h"
 #include "sampler.h"
 #include "text_stream.h"
 
@@ -24,38 +25,36 @@ struct SessionCommand {
   std::string from;  // Fork: the session copied into RequestParams::sessionId
 };
 
+// Every field is read from a required key of the JS request (src/native-request.ts builds it
+// complete); the initialisers are neutral zeros, not defaults.
 struct RequestParams {
   uint64_t id = 0;
-  bool hasText = false;
-  std::string promptText;
   std::vector<llama_token> promptTokens;
-  bool addSpecial = true;
-  bool parseSpecial = false;
-  int32_t maxTokens = -1;  // -1: until end of generation or the context end
+  int32_t maxTokens = 0;  // -1: until end of generation or the context end
   std::vector<std::string> stops;
   SamplerParams sampling;
-  bool tokens = false;          // the `tokens` option: token ids travel with text events
+  bool emitTokenIds = false;   // token ids travel with text events
   bool renderSpecial = false;  // render control tokens into the text
   // KV reuse
-  std::string sessionId;          // pin a sequence across requests
+  std::string sessionId;          // pin a sequence across requests ("" = none)
   std::string cacheScope;         // reuse KV only within this scope ("" = shared; scoped KV stays out of the tiers)
   bool waitForSession = false;    // wait instead of SESSION_BUSY
-  int64_t sessionTtlMs = -1;      // this session's idle TTL (-1: the context's sessionTtlMs)
+  int64_t sessionTtlMs = 0;       // this session's idle TTL (-1: the context's sessionTtlMs)
   bool continueSession = false;   // prompt = the session's committed tokens + this prompt
   bool hasExpect = false;         // verify the committed tokens (TRANSCRIPT_MISMATCH)
   std::vector<llama_token> expectCommitted;
   bool prefillOnly = false;       // warm the prompt's KV, generate nothing
   std::unique_ptr<SessionCommand> command;  // set: a session command, not a generation
-  bool toolCalls = true;        // the `toolCalls` option: detect spans when the context has markers
-  bool greedyToolSyntax = true;  // sample the wrapper syntax with the greedy chain
+  bool detectToolCalls = false;   // detect spans when the context has markers
+  bool greedyToolSyntax = false;  // sample the wrapper syntax with the greedy chain
   // Tool-call grammar (per request; empty: spans are unconstrained). It covers a whole span,
   // start marker to end marker, and is active inside spans only, or from the first token when
   // `toolRequired` (toolChoice 'required' or a named tool) until the first span closes.
   std::string toolGrammar;
-  std::string toolGrammarRoot = "root";
+  std::string toolGrammarRoot;
   bool toolRequired = false;
-  bool parallelToolCalls = true;  // false: generation ends when the first span closes
-  int32_t toolEndEog = -1;        // the end marker when it is one end-of-generation token
+  bool parallelToolCalls = false;  // false: generation ends when the first span closes
+  int32_t toolEndEog = 0;          // the end marker when it is one end-of-generation token, else -1
 };
 
 struct FinalStats {
@@ -96,6 +95,7 @@ struct ReadyInfo {
   int32_t flashAttention = -1;
   int32_t kvTypeK = 0, kvTypeV = 0;
   bool canTruncateKv = true;
+  std::string layoutKey;  // LayoutKey() (hash.h): which saved states and prefix keys fit this context
 };
 
 struct Event {
@@ -103,7 +103,7 @@ struct Event {
   uint64_t id = 0;
   std::string text;
   std::vector<int32_t> tokens;
-  std::string finishReason;  // eog | stop | length | abort | error
+  FinishReason finishReason = FinishReason::Eog;  // Final events
   std::string code, message;  // errors
   std::string stop;           // the stop string that matched
   int32_t index = -1;         // tool-call span index within the request
@@ -111,9 +111,8 @@ struct Event {
   FinalStats stats;
   ReadyInfo ready;
 
-  // The one builder of a request's last event. `reason`: eog | stop | length | prefill |
-  // done | abort | error; abort and error carry a code and a message.
-  static Event Final(uint64_t id, const char *reason, const FinalStats &stats) {
+  // The one builder of a request's last event; Abort and Error carry a code and a message.
+  static Event Final(uint64_t id, FinishReason reason, const FinalStats &stats) {
     Event ev;
     ev.type = EventType::Final;
     ev.id = id;
@@ -134,7 +133,7 @@ struct Event {
     return ev;
   }
   static Event Failed(uint64_t id, ErrorCode code, const std::string &message, const FinalStats &stats) {
-    Event ev = Final(id, code == ErrorCode::Aborted ? "abort" : "error", stats);
+    Event ev = Final(id, code == ErrorCode::Aborted ? FinishReason::Abort : FinishReason::Error, stats);
     ev.code = ErrorCodeName(code);
     ev.message = message;
     return ev;

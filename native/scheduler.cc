@@ -17,22 +17,6 @@ Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
   }
 }
 
-bool Scheduler::InitToolGrammar(Request &r, std::string *error) {
-  const RequestParams &p = *r.p;
-  if (p.toolGrammar.empty() || !cfg_.markers.Enabled() || !p.toolCalls) return true;
-  llama_sampler *g = grammars_.Get(vocab_, p.toolGrammar, p.toolGrammarRoot);
-  if (g == nullptr) {
-    *error = "The tool-call grammar could not be parsed";
-    return false;
-  }
-  r.sampler.SetToolGrammar(g, p.toolEndEog, &eogTokens_);
-  if (p.toolRequired && !r.sampler.StartToolGrammar({})) {
-    *error = "The tool-call grammar could not start";
-    return false;
-  }
-  return true;
-}
-
 Scheduler::~Scheduler() {
   batch_.reset();
   tiers_.reset();
@@ -43,7 +27,6 @@ Scheduler::~Scheduler() {
 void Scheduler::FreeContext() {
   llama_context *ctx = ctx_;
   ctx_ = nullptr;
-  mem_ = nullptr;
   if (!cfg_.rpc) {
     llama_free(ctx);
     return;
@@ -88,7 +71,6 @@ bool Scheduler::Start(std::string *error) {
     // without pools, ggml's default (threads made per graph) still works, only slower
     pools_.Attach(ctx_, cp.n_threads, cp.n_threads_batch, &why);
   }
-  mem_ = llama_get_memory(ctx_);
   cfg_.batchSize = llama_n_batch(ctx_);
   cfg_.microBatchSize = llama_n_ubatch(ctx_);
   cfg_.sequences = llama_n_seq_max(ctx_);
@@ -97,29 +79,25 @@ bool Scheduler::Start(std::string *error) {
   batch_ = std::make_unique<Batch>(ctx_, cfg_.batchSize, tickBudget);
   // Recurrent and hybrid memories cannot drop a tail of a sequence: reuse only whole states.
   canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_);
-  sequences_.resize(cfg_.sequences);
-  for (uint32_t i = 0; i < cfg_.sequences; i++) sequences_[i].seq = static_cast<int32_t>(i);
-  sessions_ = SessionTable(cfg_.sequences);
+  sequences_.reserve(cfg_.sequences);
+  for (uint32_t i = 0; i < cfg_.sequences; i++) sequences_.emplace_back(ctx_, static_cast<int32_t>(i));
   std::unique_ptr<RamTier> ram;
   std::unique_ptr<DiskTier> disk;
   if (cfg_.cacheRamBytes > 0 && cfg_.prefixCache) ram = std::make_unique<RamTier>(cfg_.cacheRamBytes);
   counters_.ramBudget = cfg_.cacheRamBytes;
   counters_.kvCellsTotal = llama_n_ctx(ctx_);
-  lastExpiry_ = Clock::now();
+  // The context's layout key: which saved states (disk tier files) and warmed prefixes (JS
+  // prefix keys, reported in the ready event) are valid here: same weights, same KV layout.
+  const std::string fp = LayoutKey(cfg_.modelFingerprint, cp.type_k, cp.type_v, cfg_.unifiedKv,
+                                   static_cast<int32_t>(llama_n_ctx_seq(ctx_)), cfg_.flashAttention);
   if (!cfg_.cacheDir.empty() && cfg_.prefixCache) {
-    // Files are only valid for the same weights and the same KV layout.
-    Hash128 h;
-    h.UpdateString(cfg_.modelFingerprint);
-    h.UpdateValue(cp.type_k);
-    h.UpdateValue(cp.type_v);
-    h.UpdateValue(cfg_.unifiedKv);
-    h.UpdateValue(static_cast<int32_t>(llama_n_ctx_seq(ctx_)));
-    std::string fp = h.Hex();
     disk = std::make_unique<DiskTier>(cfg_.cacheDir + "/" + fp.substr(0, 16), fp, cfg_.cacheDiskBytes);
     disk->Load();
     counters_.diskBudget = cfg_.cacheDiskBytes;
   }
-  tiers_ = std::make_unique<StateTiers>(ctx_, std::move(ram), std::move(disk));
+  tiers_ = std::make_unique<StateTiers>(std::move(ram), std::move(disk));
+  sessions_ = Sessions({&sequences_, tiers_.get(), &counters_, &output_, cfg_.sessionTtlMs, sequenceContextSize_});
+  reuse_ = Reuse({cfg_.prefixCache, cfg_.unifiedKv, canTruncate_, &sequences_, tiers_.get(), &counters_});
   UpdateCounters();  // stats count the entries loaded from disk before any request
 
   Event ev;
@@ -133,6 +111,7 @@ bool Scheduler::Start(std::string *error) {
   ev.ready.batchThreads = llama_n_threads_batch(ctx_);
   ev.ready.unifiedKv = cfg_.unifiedKv;
   ev.ready.flashAttention = cfg_.flashAttention;
+  ev.ready.layoutKey = fp;
   ev.ready.kvTypeK = static_cast<int32_t>(cp.type_k);
   ev.ready.kvTypeV = static_cast<int32_t>(cp.type_v);
   ev.ready.canTruncateKv = canTruncate_;
@@ -174,120 +153,6 @@ void Scheduler::Close() {
 
 // ---- engine thread ---------------------------------------------------------------------
 
-bool Scheduler::TokenizePrompt(Request &r, std::string *error) {
-  if (r.p->hasText) {
-    const std::string &text = r.p->promptText;
-    if (text.size() > static_cast<size_t>(INT32_MAX / 2)) {
-      *error = "The prompt text is too long to tokenize";
-      return false;
-    }
-    std::vector<llama_token> out(text.size() + 8);
-    int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), out.data(),
-                               static_cast<int32_t>(out.size()), r.p->addSpecial, r.p->parseSpecial);
-    if (n < 0 && n != INT32_MIN) {
-      out.resize(static_cast<size_t>(-n));
-      n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), out.data(),
-                         static_cast<int32_t>(out.size()), r.p->addSpecial, r.p->parseSpecial);
-    }
-    if (n < 0) {
-      *error = "The prompt could not be tokenized";
-      return false;
-    }
-    out.resize(static_cast<size_t>(n));
-    r.tokens = std::move(out);
-  } else {
-    r.tokens = std::move(r.p->promptTokens);
-  }
-  return true;
-}
-
-void Scheduler::DrainCommands(bool wait) {
-  std::deque<std::unique_ptr<RequestParams>> submitted;
-  std::vector<uint64_t> cancels;
-  std::vector<std::pair<uint64_t, bool>> pauses;
-  {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (wait) {
-      auto ready = [&] { return closing_ || !submitted_.empty() || !cancels_.empty() || !pauses_.empty(); };
-      // Idle sessions must expire on time even when no request comes (wake once a second),
-      // and write-through states wait for a quiet moment (wake after the grace period).
-      bool dirty = false;
-      for (auto &s : sequences_) dirty = dirty || s.diskDirty;
-      if (dirty) cv_.wait_for(lk, std::chrono::milliseconds(static_cast<int64_t>(kWriteThroughGraceMs) + 10), ready);
-      else if (sessions_.Size() > 0) cv_.wait_for(lk, std::chrono::seconds(1), ready);
-      else cv_.wait(lk, ready);
-    }
-    submitted.swap(submitted_);
-    cancels.swap(cancels_);
-    pauses.swap(pauses_);
-    if (!closing_) abortNow_.store(false);
-  }
-  for (auto &params : submitted) {
-    auto r = std::make_unique<Request>();
-    r->p = std::move(params);
-    r->tSubmit = Clock::now();
-    r->text = std::make_unique<TextStream>(r->p->stops);
-    if (r->p->command) {  // session commands: no prompt
-      waiting_.push_back(std::move(r));
-      continue;
-    }
-    std::string error;
-    bool failed = true;
-    ErrorCode code = ErrorCode::InvalidArgument;
-    if (!TokenizePrompt(*r, &error)) {
-    } else if (r->tokens.empty() && !r->p->continueSession) {
-      error = "The prompt is empty: it produced no tokens";
-    } else if (r->tokens.size() >= sequenceContextSize_) {
-      code = ErrorCode::ContextOverflow;
-      error = "The prompt has " + std::to_string(r->tokens.size()) + " tokens but a sequence of this context holds " +
-              std::to_string(sequenceContextSize_) + " (one more is needed to generate); use a larger contextSize or a shorter prompt";
-    } else if (!r->sampler.Init(vocab_, r->p->sampling, cfg_.markers.Enabled() && r->p->toolCalls && r->p->greedyToolSyntax,
-                                &error)) {
-    } else if (!InitToolGrammar(*r, &error)) {
-    } else {
-      failed = false;
-    }
-    if (!failed && cfg_.markers.Enabled() && r->p->toolCalls) r->matcher = std::make_unique<MarkerMatcher>(&cfg_.markers);
-    r->nPrompt = r->tokens.size();
-    r->stats.promptTokens = static_cast<int32_t>(r->nPrompt);
-    if (failed) {
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        waitingCount_--;
-      }
-      output_.Emit(Event::Failed(r->p->id, code, error, r->stats));
-      continue;
-    }
-    waiting_.push_back(std::move(r));
-  }
-  for (uint64_t id : cancels) {
-    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
-      if ((*it)->p->id != id) continue;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        waitingCount_--;
-      }
-      Request &r = **it;
-      if (r.resumed && !r.p->sessionId.empty()) {
-        // preempted off its session's sequence: the session is free again (its KV is gone)
-        if (SessionState *sess = sessions_.Find(r.p->sessionId)) sess->busy = false;
-      }
-      if (!r.resumed) r.stats.queuedMs = MsBetween(r.tSubmit, Clock::now());
-      output_.Emit(Event::Failed(id, ErrorCode::Aborted, "The request was aborted", r.stats));
-      waiting_.erase(it);
-      break;
-    }
-    for (auto &rp : active_) {
-      if (rp->p->id == id && !rp->done) Fail(*rp, ErrorCode::Aborted, "The request was aborted");
-    }
-  }
-  for (auto &pp : pauses) {
-    for (auto &rp : active_) {
-      if (rp->p->id == pp.first) rp->paused = pp.second;
-    }
-  }
-}
-
 void Scheduler::UpdateCounters() {
   if (ctx_ != nullptr) counters_.kvCellsUsed = KvCellsUsed(ctx_, cfg_.sequences, cfg_.unifiedKv);
   RamTier *ram = tiers_ ? tiers_->Ram() : nullptr;
@@ -307,15 +172,15 @@ void Scheduler::UpdateCounters() {
 
 bool Scheduler::Admit() {
   bool progressed = false;
-  ExpireSessions();
+  if (sessions_.Expire() > 0) UpdateCounters();
   if (DiskTier *disk = tiers_->Disk()) {
     for (auto &res : disk->Poll()) {
       for (auto &w : waiting_) {
         if (w->p->id != res.requestId) continue;
-        w->diskPending = false;
-        w->diskReady = res.ok;
-        if (res.ok) w->diskBlob = std::move(res.blob);
-        else w->diskTokens.clear();
+        w->disk.pending = false;
+        w->disk.ready = res.ok;
+        if (res.ok) w->disk.blob = std::move(res.blob);
+        else w->disk.tokens.clear();
       }
     }
     UpdateCounters();
@@ -326,7 +191,7 @@ bool Scheduler::Admit() {
     if (pl == Placement::Wait) {
       // A request waiting for its own busy session must not block the others.
       const RequestParams &p = *(*it)->p;
-      bool sessionWait = ((*it)->diskPending) || (p.waitForSession && !p.sessionId.empty());
+      bool sessionWait = ((*it)->disk.pending) || (p.waitForSession && !p.sessionId.empty());
       if (!sessionWait) {
         bool anyFree = false;
         for (auto &s : sequences_) anyFree = anyFree || (s.req == nullptr);
@@ -344,7 +209,7 @@ bool Scheduler::Admit() {
       std::unique_ptr<Request> rp = std::move(*it);
       Request &r = *rp;
       active_.push_back(std::move(rp));
-      if (r.p->prefillOnly && r.nPast == r.tokens.size()) Finish(r, "prefill");
+      if (r.p->prefillOnly && r.nPast == r.tokens.size()) Finish(r, FinishReason::Prefill);
     }
     it = waiting_.erase(it);
   }
@@ -374,20 +239,20 @@ void Scheduler::DecodeBatch() {
   }
   Clock::time_point now = Clock::now();
   if (ret == 0) {
+    batch_->Commit();  // every member's fed tokens are in its sequence's KV
     for (Request *rp : batch_->Members()) {
       Request &r = *rp;
-      r.nPast += r.batchCount;
       if (r.nGenerated == 0 && r.nPast == r.nPrompt) {
         r.stats.prefilledTokens = static_cast<int32_t>(r.nPrompt) - r.stats.reusedTokens;
-        r.stats.prefillMs = MsBetween(r.tPrefillStart, now);
+        r.stats.prefillMs = MsBetween(r.time.prefillStart, now);
         if (r.p->prefillOnly) {
-          Finish(r, "prefill");
+          Finish(r, FinishReason::Prefill);
           continue;
         }
       }
-      if (r.logitIdx < 0) continue;
+      if (r.tick.logitIdx < 0) continue;
       Clock::time_point t0 = Clock::now();
-      llama_token tok = r.sampler.Sample(ctx_, r.logitIdx);
+      llama_token tok = r.sampler.Sample(ctx_, r.tick.logitIdx);
       r.stats.sampleMs += MsBetween(t0, Clock::now());
       if (tok == -2) {
         Fail(r, ErrorCode::GrammarFailed, r.sampler.OverStackLimit() ? "The grammar is too ambiguous: more than 1024 parses of the output at once (alternatives that match the same text, nested); make its alternatives start differently" : "The grammar allows no token at this point of the output");
@@ -397,18 +262,18 @@ void Scheduler::DecodeBatch() {
         Fail(r, ErrorCode::DecodeFailed, "llama.cpp returned no logits for this sequence");
         continue;
       }
-      if (const char *reason = output_.OnToken(r, tok, sequenceContextSize_)) {
-        if (reason == Output::kGrammarFailed) {
-          Fail(r, ErrorCode::GrammarFailed, "The tool-call grammar refused the start marker");
-        } else {
-          Finish(r, reason);
-        }
+      FinishReason reason = FinishReason::Eog;
+      Output::Step step = output_.OnToken(r, tok, sequenceContextSize_, &reason);
+      if (step == Output::Step::GrammarFailed) {
+        Fail(r, ErrorCode::GrammarFailed, "The tool-call grammar refused the start marker");
+      } else if (step == Output::Step::Finished) {
+        Finish(r, reason);
       }
     }
     return;
   }
   if (ret == 2) {
-    batch_->KeepComputed(mem_);
+    batch_->KeepComputed();
     return;
   }
   if (ret == 1) {
@@ -419,7 +284,7 @@ void Scheduler::DecodeBatch() {
   FailBatch(ErrorCode::DecodeFailed, "llama_decode failed with code " + std::to_string(ret));
 }
 
-void Scheduler::Finish(Request &r, const char *reason) {
+void Scheduler::Finish(Request &r, FinishReason reason) {
   if (r.done) return;
   output_.Finish(r, reason);
   Release(r, true);  // eog | stop | length | prefill: the KV holds what was committed
@@ -435,25 +300,14 @@ void Scheduler::Release(Request &r, bool keepKv) {
   Sequence *s = r.seq;
   if (s == nullptr) return;
   finished_++;
-  int32_t index = IndexOf(*s);
-  std::string session = sessions_.PinnedTo(index);  // a copy: ForgetSession clears the link
-  bool pinned = !session.empty();
-  if (keepKv || pinned) {
-    // A pinned session keeps its KV even after an abort: tokens below nPast are valid.
-    s->tokens.assign(r.tokens.begin(), r.tokens.begin() + static_cast<long>(r.nPast));
-  } else {
-    llama_memory_seq_rm(mem_, s->seq, -1, -1);
-    s->tokens.clear();
-  }
+  bool pinned = s->Pinned();
+  // The sequence's token list already mirrors its KV (tokens below nPast). A pinned
+  // session keeps that KV even after an abort; otherwise a failed request's KV goes.
+  if (!keepKv && !pinned) s->Clear();
   s->lastUsed = Clock::now();
-  if (SessionState *sess = pinned ? sessions_.Find(session) : nullptr) {
-    sess->busy = false;
-    sess->lastUsed = s->lastUsed;
-    if (keepKv) sess->transcript = r.tokens;  // committed: prompt + generated (EOG excluded)
-    if (sess->endAfter) ForgetSession(session);
-  }
+  if (pinned) sessions_.Leave(r, *s, keepKv);
   if (r.p->prefillOnly && keepKv && !pinned) {
-    SaveState(*s, "");  // a warmed prefix survives reuse
+    s->Save(*tiers_, "");  // a warmed prefix survives reuse
   } else if (keepKv && cfg_.diskWriteThrough && tiers_->Disk() != nullptr) {
     s->diskDirty = true;  // copied out when the engine idles (WriteDirtyStates), never mid-decode
   }
@@ -470,7 +324,7 @@ void Scheduler::Run() {
       if (!rp->done && !rp->paused) runnable = true;
     }
     bool diskWaits = false;
-    for (auto &w : waiting_) diskWaits = diskWaits || w->diskPending;
+    for (auto &w : waiting_) diskWaits = diskWaits || w->disk.pending;
     // Block only when nothing can move without a command: no decode to run, and the last
     // admission round could place nothing (e.g. requests waiting for a busy session).
     if (diskWaits && !runnable) std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -553,7 +407,6 @@ void Scheduler::Shutdown() {
   pools_.Detach(ctx_);
   if (ctx_ != nullptr) FreeContext();
   ctx_ = nullptr;
-  mem_ = nullptr;
 }
 
 }  // namespace llamux

@@ -1,11 +1,15 @@
 // The continuous-batching scheduler. Plain C++ (no Node-API): it owns one llama_context
 // and is driven by one engine thread. It only orchestrates; each part lives in its own file:
-//   admission.cc     placing waiting requests on sequences (session commands, reuse plans)
-//   reuse_planner.*  choosing where a prompt's KV comes from (live/shared/session/RAM/disk)
-//   sessions.*       the session <-> sequence link (SessionTable)
+//   intake.cc        commands from JS: new requests (tokenize, checks), cancels, pauses
+//   admission.cc     placing waiting requests on sequences (orchestration only)
+//   sequence.*       one sequence: its KV and the token list mirroring it (the only caller
+//                    of llama_memory_seq_*), the save-before-overwrite rule
+//   sessions.*       sessions: the session <-> sequence link and end/fork/expire/spill
+//   reuse.*          measuring and carrying out a reuse plan; reuse_planner.* chooses it
 //   state_tiers.*    saving and restoring sequence states (RAM and disk tiers)
 //   batch.*          building and decoding one llama_batch, abort and KV-full recovery
 //   output.*         token -> events, and the one final-event builder
+//   preemption.cc, idle_kv.cc   a full KV cache; idle KV out of the attention window
 // Each tick builds a single llama_batch from every active request (one token per decoding
 // sequence first, then prompt chunks under the remaining per-tick budget), decodes it,
 // samples, and hands events out in one batch.
@@ -27,35 +31,39 @@
 #include "marker_matcher.h"
 #include "output.h"
 #include "request_state.h"
+#include "reuse.h"
 #include "reuse_planner.h"
+#include "sequence.h"
 #include "sessions.h"
 #include "state_tiers.h"
 #include "thread_pools.h"
 
 namespace llamux {
 
+// Read from required keys of the JS options (src/native-request.ts contextConfig builds them
+// complete); the initialisers are neutral zeros, not defaults.
 struct ContextConfig {
-  uint32_t contextSize = 4096;
-  uint32_t batchSize = 512;
-  uint32_t microBatchSize = 512;
-  uint32_t sequences = 1;
+  uint32_t contextSize = 0;
+  uint32_t batchSize = 0;
+  uint32_t microBatchSize = 0;
+  uint32_t sequences = 0;
   int32_t threads = 0;       // 0: hardware threads
   int32_t batchThreads = 0;  // 0: same as nThreads
-  bool unifiedKv = true;
-  int32_t flashAttention = -1;  // -1 auto, 0 off, 1 on
-  int32_t kvTypeK = -1;      // ggml_type, -1: llama.cpp default
-  int32_t kvTypeV = -1;
-  uint32_t maxQueued = 1024;
+  bool unifiedKv = false;
+  int32_t flashAttention = 0;  // -1 auto, 0 off, 1 on
+  int32_t kvTypeK = 0;         // ggml_type, -1: llama.cpp default
+  int32_t kvTypeV = 0;
+  uint32_t maxQueued = 0;
   uint32_t prefillChunk = 0;  // prompt tokens per tick, 0: batchSize
   MarkerSet markers;          // tool-call markers (token ids); empty: plain text path
-  size_t cacheRamBytes = 256u << 20;  // RAM tier budget; 0 disables it
-  uint32_t sessionTtlMs = 600000;     // idle sessions are released after this
-  uint32_t idleKvSpillMs = 0;         // idle KV older than this leaves a busy cache (0: never)
-  std::string cacheDir;               // disk tier folder ("" disables it)
-  bool diskWriteThrough = true;       // write each finished request's KV to the disk tier
-  uint64_t cacheDiskBytes = 4ull << 30;
+  size_t cacheRamBytes = 0;   // RAM tier budget; 0 disables it
+  uint32_t sessionTtlMs = 0;  // idle sessions are released after this
+  uint32_t idleKvSpillMs = 0; // idle KV older than this leaves a busy cache (0: never)
+  std::string cacheDir;       // disk tier folder ("" disables it)
+  bool diskWriteThrough = false;  // write each finished request's KV to the disk tier
+  uint64_t cacheDiskBytes = 0;
   std::string modelFingerprint;
-  bool prefixCache = true;  // false: every request prefills its whole prompt (a baseline)
+  bool prefixCache = false;  // false: every request prefills its whole prompt (a baseline)
   // The model's RPC servers (nullptr: local). When one is gone at shutdown, the context's
   // KV (partly on that server) is leaked instead of freed: freeing would wait on it forever.
   std::shared_ptr<rpc::Group> rpc;
@@ -96,17 +104,19 @@ class Scheduler {
  private:
   // llama_free(ctx_), guarded for contexts with KV on RPC servers (see ContextConfig::rpc).
   void FreeContext();
-  enum class Placement { Placed, Wait, Done };
 
   static bool AbortCallback(void *data);
 
-  // scheduler.cc: the loop
+  // intake.cc: commands from JS
   void DrainCommands(bool wait);
-  bool TokenizePrompt(Request &r, std::string *error);
   bool InitToolGrammar(Request &r, std::string *error);
+  void Intake(std::unique_ptr<RequestParams> params);
+  void CancelWaiting(uint64_t id);
+
+  // scheduler.cc: the loop
   bool Admit();
   void DecodeBatch();
-  void Finish(Request &r, const char *reason);
+  void Finish(Request &r, FinishReason reason);
   void Fail(Request &r, ErrorCode code, const std::string &message);
   void FailBatch(ErrorCode code, const std::string &message);
   void Release(Request &r, bool keepKv);
@@ -126,18 +136,9 @@ class Scheduler {
 
   // admission.cc: placing a request
   Placement TryAdmit(Request &r);
-  Placement EndSession(Request &r);
-  Placement ForkSession(Request &r);
-  Placement PrepareSession(Request &r, SessionState *sess);
-  ReuseInputs MeasureReuse(Request &r, Sequence &target, bool pinned);
-  size_t ApplyReuse(Request &r, Sequence &target, ReusePlan &plan, const ReuseInputs &in, double *restoreMs);
+  Placement AdmitEnd(Request &r);
+  Placement AdmitFork(Request &r);
   Sequence *FreeSequence(const std::vector<llama_token> &prompt, const std::string &scope);
-  Sequence *SpillIdleSession(const std::string &keep);
-  bool SaveState(Sequence &s, const std::string &session);
-  void ForgetSession(const std::string &id);
-  void ExpireSessions();
-  const std::vector<llama_token> &KvTokens(const Sequence &s) const;
-  int32_t IndexOf(const Sequence &s) const { return static_cast<int32_t>(&s - sequences_.data()); }
 
   llama_model *model_;
   const llama_vocab *vocab_;
@@ -145,7 +146,6 @@ class Scheduler {
   ContextConfig cfg_;
   llama_context *ctx_ = nullptr;
   ThreadPools pools_;  // detached before ctx_ is freed, freed after (member destruction)
-  llama_memory_t mem_ = nullptr;
   uint32_t sequenceContextSize_ = 0;
   bool canTruncate_ = true;
 
@@ -163,15 +163,14 @@ class Scheduler {
   // Engine-thread state.
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> active_;
-  std::vector<Sequence> sequences_;
-  SessionTable sessions_{0};
+  std::vector<Sequence> sequences_;  // built once in Start (Sessions and Reuse point into it)
+  Sessions sessions_;
+  Reuse reuse_;
   std::unique_ptr<Batch> batch_;
   std::unique_ptr<StateTiers> tiers_;
   Output output_;
-  Clock::time_point lastExpiry_;
   uint64_t finished_ = 0;  // requests that left a sequence by finishing or failing
   CacheCounters counters_;
-  mutable std::vector<llama_token> scratch_;
   GrammarCache grammars_;               // parsed tool-call grammars
   std::vector<llama_token> eogTokens_;  // the vocabulary's end-of-generation tokens
 };

@@ -10,24 +10,26 @@
 
 #include "disk_tier.h"
 #include "ram_tier.h"
-#include "request_state.h"
+#include "sequence.h"
 
 namespace llamux {
 
 class StateTiers {
  public:
-  StateTiers(llama_context *ctx, std::unique_ptr<RamTier> ram, std::unique_ptr<DiskTier> disk)
-      : ctx_(ctx), mem_(llama_get_memory(ctx)), ram_(std::move(ram)), disk_(std::move(disk)) {}
+  StateTiers(std::unique_ptr<RamTier> ram, std::unique_ptr<DiskTier> disk)
+      : ram_(std::move(ram)), disk_(std::move(disk)) {}
 
   RamTier *Ram() { return ram_.get(); }
   DiskTier *Disk() { return disk_.get(); }
   bool Any() const { return ram_ || disk_; }
 
-  // Saves a sequence's KV before it is overwritten: to the RAM tier, and for prefixes also
-  // to the disk tier (written by its I/O thread). A session (non-empty `session`) goes to
-  // the RAM tier only. False when the RAM tier did not take it.
+  // Saves a sequence's KV: to the RAM tier, and for prefixes also to the disk tier (written
+  // by its I/O thread). A session (non-empty `session`) goes to the RAM tier only. False when
+  // the RAM tier did not take it. Whether a KV about to be overwritten is worth saving is
+  // Sequence::SaveIfWorth's rule.
   bool Save(const Sequence &s, const std::string &session);
-  // Replaces a sequence's KV with a saved state. On failure the sequence is left empty.
+  // Replaces a sequence's KV with a saved state (Sequence::Restore), timed. On failure the
+  // sequence is left empty.
   bool Restore(Sequence &s, const std::vector<llama_token> &tokens, const std::vector<uint8_t> &blob, double *ms);
   // Write-through: queues the sequence's state for the disk tier (skipped when these exact
   // tokens are on disk already or the sequence is shorter than a block).
@@ -38,10 +40,6 @@ class StateTiers {
   uint64_t restores = 0;
 
  private:
-  bool Copy(int32_t seq, std::vector<uint8_t> *blob) const;
-
-  llama_context *ctx_;
-  llama_memory_t mem_;
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<DiskTier> disk_;
 };

@@ -83,60 +83,76 @@ export interface NativeModel {
   dispose(): void;
 }
 
+/** new Context(model, options): every key required (src/native-request.ts contextConfig). */
 export interface NativeContextOptions {
   contextSize: number;
   batchSize: number;
   microBatchSize: number;
   sequences: number;
+  /** 0: all hardware threads. */
   threads: number;
+  /** 0: same as threads. */
   batchThreads: number;
   unifiedKv: boolean;
+  /** -1 auto, 0 off, 1 on. */
   flashAttention: number;
+  /** ggml type ids; -1: llama.cpp's default. */
   kvTypeK: number;
   kvTypeV: number;
   maxQueued: number;
+  /** Prompt tokens per tick; 0: batchSize. */
   prefillChunk: number;
   cacheRamBytes: number;
   sessionTtlMs: number;
-  idleKvSpillMs?: number;
+  idleKvSpillMs: number;
   prefixCache: boolean;
-  cacheDir?: string;
-  cacheDiskBytes?: number;
-  diskWriteThrough?: boolean;
-  markerStart?: Int32Array;
-  markerEnd?: Int32Array;
-  markerPayloadStart?: Int32Array;
-  markerPayloadEnd?: Int32Array;
+  /** '' disables the disk tier. */
+  cacheDir: string;
+  cacheDiskBytes: number;
+  diskWriteThrough: boolean;
+  /** Tool-call markers (token ids); empty start: the plain text path. */
+  markerStart: Int32Array;
+  markerEnd: Int32Array;
+  markerPayloadStart: Int32Array;
+  markerPayloadEnd: Int32Array;
 }
 
+/**
+ * submit(request): every key required (one mapper per request kind in src/native-request.ts);
+ * the native side holds no defaults and throws a TypeError naming a missing or mistyped key.
+ */
 export interface NativeRequest {
   id: number;
-  prompt?: string | Int32Array;
-  sessionId?: string;
-  waitForSession?: boolean;
-  /** KV reuse only within this scope (tenant isolation). */
-  cacheScope?: string;
-  /** This session's idle TTL (default: the context's sessionTtlMs). */
-  sessionTtlMs?: number;
-  continueSession?: boolean;
-  expectCommitted?: Int32Array;
-  prefillOnly?: boolean;
-  addSpecial: boolean;
-  parseSpecial: boolean;
+  /** The prompt, tokenized in TS (src/prompt-tokens.ts); for continueSession the tail. */
+  promptTokens: Int32Array;
+  /** '' : no session. */
+  sessionId: string;
+  waitForSession: boolean;
+  /** KV reuse only within this scope (tenant isolation); '': the shared scope. */
+  cacheScope: string;
+  /** This session's idle TTL; -1: the context's sessionTtlMs. */
+  sessionTtlMs: number;
+  continueSession: boolean;
+  /** null: nothing to verify. */
+  expectCommitted: Int32Array | null;
+  prefillOnly: boolean;
+  /** -1: until end of generation or the context end. */
   maxTokens: number;
   stop: string[];
-  tokens: boolean;
+  /** Token ids travel with text events. */
+  emitTokenIds: boolean;
   renderSpecial: boolean;
-  toolCalls: boolean;
+  /** Detect tool-call spans (when the context has markers). */
+  detectToolCalls: boolean;
   greedyToolSyntax: boolean;
-  /** Tool-call grammar (GBNF) and its root rule; see src/grammar. */
-  toolGrammar?: string;
-  toolGrammarRoot?: string;
+  /** Tool-call grammar (GBNF; '' : spans unconstrained) and its root rule; see src/grammar. */
+  toolGrammar: string;
+  toolGrammarRoot: string;
   /** The tool grammar is active from the first token (toolChoice required / named). */
-  toolRequired?: boolean;
-  parallelToolCalls?: boolean;
+  toolRequired: boolean;
+  parallelToolCalls: boolean;
   /** The end marker when it is one end-of-generation token; -1 otherwise. */
-  toolEndEog?: number;
+  toolEndEog: number;
   temperature: number;
   topK: number;
   topP: number;
@@ -147,10 +163,11 @@ export interface NativeRequest {
   presencePenalty: number;
   penaltyLastN: number;
   seed: number;
-  grammar?: string;
-  grammarRoot?: string;
-  logitBiasTokens?: Int32Array;
-  logitBiasValues?: Float32Array;
+  /** '' : no grammar. */
+  grammar: string;
+  grammarRoot: string;
+  logitBiasTokens: Int32Array;
+  logitBiasValues: Float32Array;
 }
 
 export interface NativeStats {
@@ -211,6 +228,11 @@ export interface NativeReady {
   kvTypeV: number;
   /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
   canTruncateKv: boolean;
+  /**
+   * The identity of this context's KV layout (model fingerprint, KV types, unified KV, cells per
+   * sequence, flash attention): the disk tier's file compatibility and the base of prefix keys.
+   */
+  layoutKey: string;
 }
 
 export type NativeEvent =
@@ -233,17 +255,18 @@ export type NativeEvent =
   | { type: 'sessionDone'; id: number; code?: string; message?: string }
   | { type: 'closed'; id: number };
 
-/** ctx.endSession / forkSession: queued with the requests, answered by a sessionDone event. */
+/** session.end() / fork(): queued with the requests, answered by a sessionDone event. Every key required. */
 export interface NativeSessionCommand {
   id: number;
   op: 'end' | 'fork';
   /** The session to end, or the fork's new id. */
   sessionId: string;
-  /** fork: the session to copy. */
-  from?: string;
+  /** fork: the session to copy ('' for end). */
+  from: string;
   /** fork: wait while `from` runs a request instead of SESSION_BUSY. */
-  wait?: boolean;
-  sessionTtlMs?: number;
+  wait: boolean;
+  /** -1: the context's sessionTtlMs. */
+  sessionTtlMs: number;
 }
 
 export interface NativeContext {

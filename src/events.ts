@@ -3,8 +3,19 @@
  * context end, or a `prefillOnly()` that warmed its prompt. Errors and aborts reject
  * instead (see LlamuxError).
  */
-/** `toolCall`: the first tool-call span closed and `parallelToolCalls` is false. */
-export type FinishReason = 'eog' | 'stop' | 'length' | 'toolCall' | 'prefill';
+export const FinishReason = {
+  /** An end-of-generation token. */
+  Eog: 'eog',
+  /** A stop string (`stop` holds which). */
+  Stop: 'stop',
+  /** `maxTokens`, or the end of the sequence's context. */
+  Length: 'length',
+  /** The first tool-call span closed and `parallelToolCalls` is false. */
+  ToolCall: 'toolCall',
+  /** `prefillOnly()` warmed its prompt. */
+  Prefill: 'prefill',
+} as const;
+export type FinishReason = (typeof FinishReason)[keyof typeof FinishReason];
 
 export interface GenerateTimings {
   /** Waiting for a free sequence. */
@@ -50,7 +61,7 @@ export interface GenerateResult {
   toolCalls: ToolCallSpan[];
   /** A span still open when generation ended: never a complete call. */
   truncatedToolCall?: ToolCallSpan;
-  /** Generated token ids (when `tokens: true`). */
+  /** Generated token ids (when `emitTokenIds: true`). */
   tokens?: Int32Array;
   finishReason: FinishReason;
   /** The stop string that ended generation (finishReason 'stop'). */
@@ -69,7 +80,7 @@ export interface GenerateResult {
 export interface TextEvent {
   type: 'text';
   text: string;
-  /** Token ids sampled since the previous event (when `tokens: true`). */
+  /** Token ids sampled since the previous event (when `emitTokenIds: true`). */
   tokens?: Int32Array;
 }
 

@@ -24,10 +24,10 @@ export type {
 export type { NativeCacheStats as CacheStats } from './binding.js';
 
 // ---- events ------------------------------------------------------------------------------
+export { FinishReason } from './events.js';
 export type {
   CacheReport,
   FinalEvent,
-  FinishReason,
   GenerateEvent,
   GenerateResult,
   GenerateTimings,

@@ -3,6 +3,8 @@
 import { z } from 'zod';
 import { LlamuxError } from './errors.js';
 import { MarkerOptionSchema } from './markers.js';
+import { deprecate } from './deprecation.js';
+import { formatIssues } from './issues.js';
 
 const zodSchema = z.custom<z.core.$ZodType>((v) => typeof v === 'object' && v !== null && '_zod' in v, { message: 'expected a zod schema' });
 
@@ -136,8 +138,8 @@ export const SamplingOptionsSchema = z
     frequencyPenalty: z.number().default(0),
     presencePenalty: z.number().default(0),
     penaltyLastN: z.number().int().min(-1).default(64),
-    /** RNG seed; default random. */
-    seed: z.number().int().min(0).max(0xffffffff).optional(),
+    /** RNG seed; default random (drawn once per request). */
+    seed: z.number().int().min(0).max(0xffffffff).default(() => Math.floor(Math.random() * 0xffffffff)),
     /** Token id -> additive logit bias (use -Infinity to ban). */
     logitBias: z.record(z.string().regex(/^\d+$/), biasValue).or(z.map(z.number().int().min(0), biasValue)).optional(),
     /** A GBNF grammar the output must follow. */
@@ -162,7 +164,7 @@ const tokenIdArray = z.custom<number[]>(
   { message: 'expected token ids: an array of non-negative integers' },
 );
 
-export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
+const GenerateFieldsSchema = SamplingOptionsSchema.extend({
   /** Text (tokenized with the model's vocabulary) or token ids. */
   prompt: z.union([z.string(), z.custom<Int32Array>((v) => v instanceof Int32Array, { message: 'expected an Int32Array' }), tokenIdArray]),
   /** Add BOS etc. when the prompt is text. */
@@ -173,12 +175,16 @@ export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
   maxTokens: z.number().int().positive().optional(),
   /** Stop strings: generation ends before any of them, and no text from it onwards is emitted. */
   stop: z.array(z.string().min(1)).max(64).default([]),
-  /** Include token ids in text events. */
-  tokens: z.boolean().default(false),
+  /** Include token ids in text events and the result (default false). */
+  emitTokenIds: z.boolean().optional(),
+  /** @deprecated Renamed `emitTokenIds`; accepted for one release. */
+  tokens: z.boolean().optional(),
   /** Render control tokens (e.g. <|im_end|>) into the text. */
   renderSpecial: z.boolean().default(false),
-  /** Detect tool-call spans (when the context has markers). */
-  toolCalls: z.boolean().default(true),
+  /** Detect tool-call spans when the context has markers (default true). */
+  detectToolCalls: z.boolean().optional(),
+  /** @deprecated Renamed `detectToolCalls`; accepted for one release. */
+  toolCalls: z.boolean().optional(),
   /** Sample tool-call wrapper syntax greedily (payloads keep the request's sampler). */
   greedyToolSyntax: z.boolean().default(true),
   /** Tools the model may call: tool-call spans are constrained to the family's call syntax, one of these names and its arguments schema. */
@@ -205,8 +211,31 @@ export const GenerateOptionsSchema = SamplingOptionsSchema.extend({
   /** Events buffered for a slow consumer before its sequence pauses. */
   highWaterMark: positiveInt.default(256),
 }).strict();
+
+type RenamedFlags = { emitTokenIds?: boolean; tokens?: boolean; detectToolCalls?: boolean; toolCalls?: boolean };
+type WithFlags<T> = Omit<T, keyof RenamedFlags> & { emitTokenIds: boolean; detectToolCalls: boolean };
+
+/** The switches' defaults, and the one-release aliases `tokens` and `toolCalls` (each warns once). */
+function withFlags<T extends RenamedFlags>(o: T): WithFlags<T> {
+  const { emitTokenIds, tokens, detectToolCalls, toolCalls, ...rest } = o;
+  if (tokens !== undefined) deprecate('LLAMUX_DEP_TOKENS_OPTION', 'The generate option "tokens" is deprecated: use "emitTokenIds"');
+  if (toolCalls !== undefined) deprecate('LLAMUX_DEP_TOOLCALLS_OPTION', 'The generate option "toolCalls" is deprecated: use "detectToolCalls"');
+  return { ...rest, emitTokenIds: emitTokenIds ?? tokens ?? false, detectToolCalls: detectToolCalls ?? toolCalls ?? true };
+}
+
+export const GenerateOptionsSchema = GenerateFieldsSchema.transform(withFlags);
 export type GenerateOptions = z.input<typeof GenerateOptionsSchema>;
 export type ParsedGenerateOptions = z.output<typeof GenerateOptionsSchema>;
+
+/** `session.continue()` / `ctx.continue()`: generate options without a prompt, plus `expectCommitted`. */
+export const ContinueOptionsSchema = GenerateFieldsSchema.omit({ prompt: true, sessionId: true, parentKey: true })
+  .extend({
+    /** The caller's view of the committed tokens; a difference fails with TRANSCRIPT_MISMATCH. */
+    expectCommitted: z.union([z.custom<Int32Array>((v) => v instanceof Int32Array, { message: 'expected an Int32Array' }), tokenIdArray]).optional(),
+  })
+  .strict()
+  .transform(withFlags);
+export type ParsedContinueOptions = z.output<typeof ContinueOptionsSchema>;
 
 export const SessionOptionsSchema = z
   .object({
@@ -221,13 +250,16 @@ export type SessionOptions = z.input<typeof SessionOptionsSchema>;
 export const PrefillOptionsSchema = z
   .object({
     parentKey: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    /** Add BOS etc. to a text prompt; default: true without parentKey, false with one. */
     addSpecial: z.boolean().optional(),
     parseSpecial: z.boolean().default(false),
     sessionId: z.string().min(1).max(256).optional(),
     signal: abortSignal.optional(),
   })
-  .strict();
+  .strict()
+  .transform((o) => ({ ...o, addSpecial: o.addSpecial ?? o.parentKey === undefined }));
 export type PrefillOptions = z.input<typeof PrefillOptionsSchema>;
+export type ParsedPrefillOptions = z.output<typeof PrefillOptionsSchema>;
 
 export const TokenizeOptionsSchema = z
   .object({
@@ -245,38 +277,9 @@ export type TokenizeAsyncOptions = TokenizeOptions & { signal?: AbortSignal };
 export const DetokenizeOptionsSchema = z.object({ special: z.boolean().default(false) }).strict();
 export type DetokenizeOptions = z.input<typeof DetokenizeOptionsSchema>;
 
-function describe(v: unknown): string {
-  if (v === undefined) return 'undefined';
-  if (v === null) return 'null';
-  if (typeof v === 'string') return `${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)} of type string`;
-  if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return `${String(v)} of type ${typeof v}`;
-  if (Array.isArray(v)) return 'an array';
-  return `a value of type ${typeof v === 'object' ? (v.constructor?.name ?? 'object') : typeof v}`;
-}
-
-function valueAt(root: unknown, path: PropertyKey[]): unknown {
-  let cur: unknown = root;
-  for (const key of path) {
-    if (cur === null || typeof cur !== 'object') return undefined;
-    cur = (cur as Record<PropertyKey, unknown>)[key];
-  }
-  return cur;
-}
-
 /** Parses `input` with `schema`; on failure throws INVALID_ARGUMENT naming each bad option. */
 export function parseOptions<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
   const r = schema.safeParse(input ?? {});
   if (r.success) return r.data;
-  const parts = r.error.issues.map((issue) => {
-    if (issue.code === 'unrecognized_keys') {
-      return `unknown option${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-    }
-    const name = issue.path.length ? issue.path.map(String).join('.') : what;
-    const expected = issue.message
-      .replace(/^Invalid input: expected /, '')
-      .replace(/^Invalid input/, 'a valid value')
-      .replace(/, received \w+$/, '');
-    return `expected ${expected} for "${name}" but received ${describe(valueAt(input, issue.path))}`;
-  });
-  throw new LlamuxError('INVALID_ARGUMENT', `Invalid ${what}: ${parts.join('; ')}`, { issues: r.error.issues });
+  throw new LlamuxError('INVALID_ARGUMENT', `Invalid ${what}: ${formatIssues(r.error.issues, { kind: 'option', input, what })}`, { issues: r.error.issues });
 }

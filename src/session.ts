@@ -1,6 +1,9 @@
-import type { Context, Generation } from './context.js';
+import type { NativeSessionCommand } from './binding.js';
+import type { Context } from './context.js';
 import { LlamuxError } from './errors.js';
 import type { GenerateResult } from './events.js';
+import type { Generation } from './generation.js';
+import { endSessionCommand, forkSessionCommand } from './native-request.js';
 import type { GenerateOptions } from './options.js';
 
 /** What `session.generate()` takes: generate options without the session and prefix keys. */
@@ -32,26 +35,39 @@ export interface SessionStats {
 
 const token = Symbol('llamux.session');
 
-/** @internal The Context side of a session (not public API). */
-export interface SessionHost {
-  generate(options: GenerateOptions): Generation;
-  continue(sessionId: string, tail: string | Int32Array | number[], options: SessionContinueOptions): Generation;
-  forkSession(from: string, to: string, options: { wait?: boolean }): Promise<void>;
-  endSession(sessionId: string): Promise<void>;
-  createSession(options: { id?: string; ttlMs?: number }): Session;
+/**
+ * @internal How a Session reaches its Context: the request path takes the Session itself
+ * (no string ids). Installed once by src/context.ts; not public API.
+ */
+export interface ContextPort {
+  generate(ctx: Context, session: Session, options: SessionGenerateOptions): Generation;
+  continue(ctx: Context, session: Session, tail: string | Int32Array | number[], options: SessionContinueOptions): Generation;
+  /** Queues a session command built with a fresh request id; resolves on its sessionDone. */
+  command(ctx: Context, build: (id: number) => NativeSessionCommand): Promise<void>;
+  create(ctx: Context, options: { id?: string; ttlMs?: number }): Session;
+}
+
+let port: ContextPort | undefined;
+
+/** @internal */
+export function installContextPort(p: ContextPort): void {
+  port = p;
+}
+
+function contextPort(): ContextPort {
+  if (!port) throw new LlamuxError('INTERNAL', 'The context module is not loaded');
+  return port;
 }
 
 /**
  * A conversation whose KV stays pinned to one sequence between requests: a prompt that
  * extends the last one prefills only its new tokens. Create with `ctx.createSession()`.
- * `generate({ sessionId })` on the context is the same thing without the object.
  */
 export class Session {
   readonly id: string;
   readonly context: Context;
   /** Idle time after which the engine releases this session (undefined: the context's sessionTtlMs). */
   readonly ttlMs: number | undefined;
-  #host: SessionHost;
   #stats: Omit<SessionStats, 'id' | 'running' | 'ended'> = {
     requests: 0,
     committedTokens: 0,
@@ -64,17 +80,16 @@ export class Session {
   #ended = false;
 
   /** @internal */
-  constructor(key: symbol, context: Context, host: SessionHost, id: string, ttlMs: number | undefined) {
+  constructor(key: symbol, context: Context, id: string, ttlMs: number | undefined) {
     if (key !== token) throw new LlamuxError('INVALID_ARGUMENT', 'Sessions are created with ctx.createSession()');
     this.context = context;
-    this.#host = host;
     this.id = id;
     this.ttlMs = ttlMs;
   }
 
   /** @internal */
-  static create(context: Context, host: SessionHost, id: string, ttlMs: number | undefined): Session {
-    return new Session(token, context, host, id, ttlMs);
+  static create(context: Context, id: string, ttlMs: number | undefined): Session {
+    return new Session(token, context, id, ttlMs);
   }
 
   get ended(): boolean {
@@ -92,7 +107,7 @@ export class Session {
    */
   generate(options: SessionGenerateOptions): Generation {
     this.#check();
-    return this.#host.generate({ ...options, sessionId: this.id });
+    return contextPort().generate(this.context, this, options);
   }
 
   /**
@@ -102,7 +117,7 @@ export class Session {
    */
   continue(tail: string | Int32Array | number[], options: SessionContinueOptions = {}): Generation {
     this.#check();
-    return this.#host.continue(this.id, tail, options);
+    return contextPort().continue(this.context, this, tail, options);
   }
 
   /**
@@ -113,9 +128,10 @@ export class Session {
   async fork(options: { id?: string; ttlMs?: number; wait?: boolean } = {}): Promise<Session> {
     this.#check();
     const { wait, ...rest } = options;
-    const copy = this.#host.createSession({ ...(this.ttlMs !== undefined ? { ttlMs: this.ttlMs } : {}), ...rest });
+    const p = contextPort();
+    const copy = p.create(this.context, { ...(this.ttlMs !== undefined ? { ttlMs: this.ttlMs } : {}), ...rest });
     try {
-      await this.#host.forkSession(this.id, copy.id, { wait: wait ?? false });
+      await p.command(this.context, (id) => forkSessionCommand(id, this, copy, wait ?? false));
     } catch (e) {
       copy.#ended = true;
       copy.#release();
@@ -130,7 +146,7 @@ export class Session {
     if (this.#ended) return;
     this.#ended = true;
     try {
-      await this.#host.endSession(this.id);
+      await contextPort().command(this.context, (id) => endSessionCommand(id, this));
     } finally {
       this.#release();
     }

@@ -27,19 +27,29 @@ declare module 'vitest' {
 const projectRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
 export const testModelsDir = join(projectRoot, '.cache', 'test-models');
 
+/** What the tests read from llama.cpp's `models/`: the chat templates, and the vocab-only files
+ * (with their tokenizer test vectors) that the scripted tests, the model zoo and the bounded
+ * tokenizer's equality tests (llama-spm and phi-3: SPM) use. */
+const LLAMA_CPP_TEST_FILES = [
+  'models/templates',
+  ...['qwen2', 'qwen35', 'gemma-4', 'llama-bpe', 'llama-spm', 'phi-3'].flatMap((v) => [
+    `models/ggml-vocab-${v}.gguf`,
+    `models/ggml-vocab-${v}.gguf.inp`,
+    `models/ggml-vocab-${v}.gguf.out`,
+  ]),
+];
+
 /** llama.cpp's chat templates and vocab-only files, from the bare clone of node-llama-cpp's
  * bundle that `npm install` made (scripts/build-native.mjs) into .cache/llama.cpp-models. */
 function extractLlamaCppTestData(): void {
   const out = join(projectRoot, '.cache', 'llama.cpp-models');
-  // Vocab-only files: qwen2 (BPE); llama-spm and phi-3 (SPM), gemma-4 (many user-defined
-  // tokens) for the bounded tokenizer's equality tests.
-  const vocabs = ['qwen2', 'llama-spm', 'phi-3', 'gemma-4'].map((v) => `ggml-vocab-${v}.gguf`);
-  if (vocabs.every((v) => existsSync(join(out, v))) && existsSync(join(out, 'templates'))) return;
+  const files = LLAMA_CPP_TEST_FILES.map((f) => f.replace(/^models\//, ''));
+  if (files.every((f) => existsSync(join(out, f)))) return;
   const git = join(projectRoot, '.cache', 'llama.cpp.git');
   const tmp = `${out}.tmp`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
-  const archive = spawnSync('git', ['--git-dir', git, 'archive', '--format=tar', 'HEAD', 'models/templates', ...vocabs.map((v) => `models/${v}`)], { maxBuffer: 1 << 30 });
+  const archive = spawnSync('git', ['--git-dir', git, 'archive', '--format=tar', 'HEAD', ...LLAMA_CPP_TEST_FILES], { maxBuffer: 1 << 30 });
   if (archive.status !== 0) throw new Error(`cannot extract llama.cpp's test data from ${git} (run npm install first): ${archive.stderr}`);
   const tar = spawnSync('tar', ['-x', '-C', tmp, '--strip-components=1'], { input: archive.stdout });
   if (tar.status !== 0) throw new Error(`cannot unpack llama.cpp's test data: ${tar.stderr}`);

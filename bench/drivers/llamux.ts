@@ -31,7 +31,7 @@ export async function llamuxSingle(model: Model, promptTokens: number, genTokens
   const t0 = performance.now();
   let tFirst = 0;
   let n = 0;
-  for await (const ev of ctx.generate({ prompt: benchPrompt(promptTokens, model.vocab.size), maxTokens: genTokens, temperature: 0, logitBias: bias, tokens: true })) {
+  for await (const ev of ctx.generate({ prompt: benchPrompt(promptTokens, model.vocab.size), maxTokens: genTokens, temperature: 0, logitBias: bias, emitTokenIds: true })) {
     if (ev.type === 'text') {
       if (n === 0) tFirst = performance.now();
       n += ev.tokens?.length ?? 0;

@@ -138,7 +138,7 @@ export async function idleKvTax(path: string, idleTokens: number, runs: number, 
         const ctx = await model.createContext({ contextSize: (idleTokens + 512) * (unifiedKv ? 1 : 2), sequences: 2, threads, batchThreads: threads, idleKvSpillMs: c.idleKvSpillMs, unifiedKv });
         try {
           if (c.idle) {
-            await ctx.complete({ prompt: big, maxTokens: 1, temperature: 0, sessionId: 'idle' });
+            await ctx.createSession({ id: 'idle' }).generate({ prompt: big, maxTokens: 1, temperature: 0 }).result;
             await new Promise((res) => setTimeout(res, 1050));
           }
           // The spill happens while another request decodes (it stalls that request once, for

@@ -77,9 +77,10 @@ export async function runCacheBench(opts: { quick?: boolean; threads?: number } 
     const ctx = await model.createContext({ contextSize: 8192, ...base, sequences: 2, prefixCache: reuse });
     let history = benchPrompt(opts.quick ? 200 : 600, model.vocab.size, 11);
     const res = [];
+    const conv = sessions ? ctx.createSession({ id: 'conv' }) : ctx;
     for (let t = 0; t < turns; t++) {
       history = [...history, ...benchPrompt(60, model.vocab.size, 100 + t)];
-      const r = await ctx.complete({ prompt: history, maxTokens: 16, temperature: 0, tokens: true, ...(sessions ? { sessionId: 'conv' } : {}) });
+      const r = await conv.generate({ prompt: history, maxTokens: 16, temperature: 0, emitTokenIds: true }).result;
       history = [...history, ...Array.from(r.tokens!)];
       res.push(r);
     }

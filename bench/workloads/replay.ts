@@ -267,16 +267,16 @@ async function runLibrary(model: Model, conv: AgentConversation, reuse: boolean,
   try {
     const bias = Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity]));
     await ctx.complete({ prompt: benchPrompt(16, model.vocab.size, 99), maxTokens: 4, temperature: 0, logitBias: bias });
+    const agent = reuse ? ctx.createSession({ id: 'agent' }) : undefined;
     for (let k = 0; k < conv.prompts.length; k++) {
       progress(`replay: ${reuse ? 'llamux session' : 'llamux prefixCache: false'}, turn ${k}/${conv.prompts.length - 1}`);
       const forced = conv.generated[k]!;
       const t0 = performance.now();
-      const gen = ctx.generate({
+      const gen = (agent ?? ctx).generate({
         prompt: conv.prompts[k]!,
         grammar: tokenGrammar(forced),
         temperature: 0,
         maxTokens: forced.length + 8,
-        ...(reuse ? { sessionId: 'agent' } : {}),
       });
       let first = -1;
       let final: GenerateResult | undefined;
@@ -419,7 +419,8 @@ async function pairedLastTurn(model: Model, path: string, conv: AgentConversatio
   const contextSize = full.length + forced.length + 256;
   const ctx = await model.createContext({ contextSize, sequences: 1, threads, batchThreads: threads, toolCallMarkers: false });
   try {
-    await ctx.complete({ prompt: base, maxTokens: 1, temperature: 0, sessionId: 'agent' });
+    const agent = ctx.createSession({ id: 'agent' });
+    await agent.generate({ prompt: base, maxTokens: 1, temperature: 0 }).result;
     return await withNodeLlamaCpp(path, async (nm, m) => {
       const nctx = await nm.createContext({ contextSize, sequences: 1, threads, batchSize: 512 });
       try {
@@ -438,7 +439,7 @@ async function pairedLastTurn(model: Model, path: string, conv: AgentConversatio
           let t0 = performance.now();
           let first = -1;
           let prefilled = -1;
-          for await (const ev of ctx.generate({ prompt, grammar: tokenGrammar(forced), temperature: 0, maxTokens: 1, sessionId: 'agent' })) {
+          for await (const ev of agent.generate({ prompt, grammar: tokenGrammar(forced), temperature: 0, maxTokens: 1 })) {
             if (first < 0 && ev.type !== 'final') first = performance.now() - t0;
             if (ev.type === 'final') prefilled = ev.prefilledTokens;
           }

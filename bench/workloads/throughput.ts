@@ -74,7 +74,7 @@ async function llamuxLevel(model: Model, n: number, promptTokens: number, genTok
     const times = await Promise.all(
       Array.from({ length: n }, async (_, i) => {
         const out: number[] = [];
-        const gen = ctx.generate({ prompt: benchPrompt(promptTokens, model.vocab.size, i + 1), maxTokens: genTokens, temperature: 0, logitBias: bias, tokens: true });
+        const gen = ctx.generate({ prompt: benchPrompt(promptTokens, model.vocab.size, i + 1), maxTokens: genTokens, temperature: 0, logitBias: bias, emitTokenIds: true });
         for await (const ev of gen) {
           const t = performance.now() - t0;
           if (ev.type === 'text') for (let j = 0; j < (ev.tokens?.length ?? 1); j++) out.push(t);

@@ -6,10 +6,11 @@ import { buildChatPrompt, markerTexts, type MarkerTexts, type ReplaySpan } from 
 import { ChatTemplate } from '../chat/template.js';
 import { newToolCallId, parseToolCallSpan } from '../chat/tool-calls.js';
 import { ChatMessagesSchema, type ChatAssistantMessage, type ChatMessage, type ChatToolCall, type ChatToolDefinition } from '../chat/types.js';
-import { Context } from '../context.js';
+import { Context, sessionFor } from '../context.js';
 import { LlamuxError, abortError } from '../errors.js';
-import type { FinalEvent, ToolCallSpan } from '../events.js';
+import { FinishReason, type FinalEvent, type ToolCallSpan } from '../events.js';
 import { parseOptions, type GenerateOptions } from '../options.js';
+import { Session } from '../session.js';
 import { runToolCalls, type RunToolCallsOptions } from '../tools/runner.js';
 import { toolParametersJsonSchema, toolToJsonSchema, type AnyTool, type ToolCall } from '../tools/tool.js';
 import type {
@@ -26,11 +27,21 @@ import type {
 } from './types.js';
 
 /** Generation settings of every turn (the prompt, signal and token reporting are the agent's). */
-export type AgentGenerateOptions = Omit<GenerateOptions, 'prompt' | 'signal' | 'tokens' | 'toolCalls' | 'sessionId' | 'waitForSession' | 'parentKey'>;
+export type AgentGenerateOptions = Omit<GenerateOptions, 'prompt' | 'signal' | 'emitTokenIds' | 'tokens' | 'detectToolCalls' | 'toolCalls' | 'sessionId' | 'waitForSession' | 'parentKey'>;
+
+const AGENT_SET = ['prompt', 'signal', 'emitTokenIds', 'tokens', 'detectToolCalls', 'toolCalls', 'sessionId', 'waitForSession', 'parentKey'];
+
+/** Conversations whose Session an agent keeps referenced (older ones: the engine's TTL). */
+const MAX_SESSIONS = 1024;
 
 export interface AgentOptions {
-  /** The context every turn runs on (its tool-call markers find the calls). */
-  context: Context;
+  /** The context every turn runs on (its tool-call markers find the calls); optional with `session`. */
+  context?: Context;
+  /**
+   * The Session every conversation of this agent runs on (`ctx.createSession()`); new states
+   * take its id as their conversation id. Without it, each conversation gets its own Session.
+   */
+  session?: Session;
   /** Tools the model may call. A tool without a handler is manual: its calls are returned to you. */
   tools?: readonly AnyTool[];
   /** A Jinja chat template that replaces the model's own. */
@@ -51,22 +62,28 @@ export interface AgentOptions {
 
 const AgentOptionsSchema = z
   .object({
-    context: z.custom<Context>((v) => v instanceof Context, { message: 'expected a Context' }),
+    context: z.custom<Context>((v) => v instanceof Context, { message: 'expected a Context' }).optional(),
+    session: z.custom<Session>((v) => v instanceof Session, { message: 'expected a Session (ctx.createSession())' }).optional(),
     tools: z.array(z.custom<AnyTool>((v) => typeof v === 'object' && v !== null && typeof (v as { name?: unknown }).name === 'string', { message: 'expected a tool' })).optional(),
     template: z.string().min(1).optional(),
     maxTurns: z.number().int().min(1).default(8),
     haltWhen: z.custom<AgentOptions['haltWhen']>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
     generate: z
       .record(z.string(), z.unknown())
-      .refine((g) => !['prompt', 'signal', 'tokens', 'toolCalls', 'sessionId', 'waitForSession', 'parentKey'].some((k) => k in g), {
-        message: 'expected generate options without prompt, signal, tokens, toolCalls, sessionId, waitForSession or parentKey (the agent sets them)',
+      .refine((g) => !AGENT_SET.some((k) => k in g), {
+        message: `expected generate options without ${AGENT_SET.slice(0, -1).join(', ')} or parentKey (the agent sets them)`,
       })
       .optional(),
     toolOptions: z.record(z.string(), z.unknown()).optional(),
     templateVariables: z.record(z.string(), z.unknown()).optional(),
     parseSpecialInContent: z.boolean().default(false),
   })
-  .strict();
+  .strict()
+  .refine((o) => o.context !== undefined || o.session !== undefined, { message: 'expected a context or a session', path: ['context'] })
+  .refine((o) => o.context === undefined || o.session === undefined || o.session.context === o.context, {
+    message: 'expected the session to belong to the context',
+    path: ['session'],
+  });
 
 export interface AgentRunOptions {
   signal?: AbortSignal;
@@ -145,17 +162,20 @@ export class Agent {
   #toolOptions: Omit<RunToolCallsOptions, 'signal'>;
   #variables: Record<string, unknown> | undefined;
   #parseSpecialInContent: boolean;
+  #session: Session | undefined;
+  #sessions = new Map<string, Session>();
 
   /** @throws LlamuxError INVALID_ARGUMENT (options, or a template that does not parse) */
   constructor(options: AgentOptions) {
     const o = parseOptions(AgentOptionsSchema, options, 'agent options');
-    this.context = o.context;
+    this.#session = o.session;
+    this.context = o.context ?? o.session!.context;
     this.maxTurns = o.maxTurns;
     this.#tools = o.tools ?? [];
     this.#toolsByName = new Map(this.#tools.map((t) => [t.name, t]));
     this.#toolDefs = this.#tools.map((t) => toolToJsonSchema(t));
-    this.#template = ChatTemplate.fromModel(o.context.model, o.template);
-    this.#markers = markerTexts(o.context);
+    this.#template = ChatTemplate.fromModel(this.context.model, o.template);
+    this.#markers = markerTexts(this.context);
     this.#haltWhen = o.haltWhen;
     this.#generate = (o.generate ?? {}) as AgentGenerateOptions;
     this.#toolOptions = (o.toolOptions ?? {}) as Omit<RunToolCallsOptions, 'signal'>;
@@ -166,7 +186,18 @@ export class Agent {
   /** A fresh state for a conversation (copied; the agent never mutates what you pass). */
   createState(messages: readonly ChatMessage[]): AgentState {
     const msgs = parseOptions(ChatMessagesSchema, messages, 'chat messages') as ChatMessage[];
-    return { version: 1, conversationId: newConversationId(), messages: structuredClone(msgs), status: 'ready', turns: 0, pending: [], held: [], spans: {} };
+    return { version: 1, conversationId: this.#session?.id ?? newConversationId(), messages: structuredClone(msgs), status: 'ready', turns: 0, pending: [], held: [], spans: {} };
+  }
+
+  /** The conversation's Session: the agent's own, or one per conversation id. */
+  #sessionOf(conversationId: string): Session {
+    if (this.#session) return this.#session;
+    let s = this.#sessions.get(conversationId);
+    if (s && !s.ended) this.#sessions.delete(conversationId);
+    else s = sessionFor(this.context, conversationId);
+    this.#sessions.set(conversationId, s);
+    if (this.#sessions.size > MAX_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value as string);
+    return s;
   }
 
   #toState(input: readonly ChatMessage[] | AgentState): AgentState {
@@ -292,17 +323,16 @@ export class Agent {
     });
     yield { type: 'turnStart', turn, promptTokens: prompt.tokens.length, replayedCalls: prompt.replayed };
 
-    const gen = this.context.generate({
+    // The conversation keeps its sequence (its Session): each turn prefills only what is new.
+    const gen = this.#sessionOf(state.conversationId).generate({
       // The tools constrain the spans (a tool grammar) unless the caller set generate.tools.
       ...(this.#generate.tools === undefined && this.#tools.length > 0 && this.context.markers
         ? { tools: this.#tools.map((t) => ({ name: t.name, parameters: t.parameters === undefined ? true : toolParametersJsonSchema(t) })) }
         : {}),
       ...this.#generate,
       prompt: prompt.tokens,
-      tokens: true,
+      emitTokenIds: true,
       ...(signal ? { signal } : {}),
-      // The conversation keeps its sequence: each turn prefills only what is new.
-      sessionId: state.conversationId,
       waitForSession: true,
     });
     let prelude = { text: [] as string[], tokens: [] as number[] };
@@ -378,7 +408,7 @@ export class Agent {
     delete state.halt;
 
     if (calls.length === 0) {
-      state.status = final.finishReason === 'length' || final.truncatedToolCall ? 'length' : 'completed';
+      state.status = final.finishReason === FinishReason.Length || final.truncatedToolCall ? 'length' : 'completed';
       return { state, report, calls, results: [] };
     }
 

@@ -1,6 +1,6 @@
 // Tool-call spans (the exact text between the markers) to calls, and tool-call ids.
 import { randomBytes } from 'node:crypto';
-import { ToolCallAccumulator } from '../tools/accumulator.js';
+import { ToolCallAccumulator } from './accumulator.js';
 
 /** A call parsed from one span. */
 export interface SpanToolCall {

@@ -57,3 +57,25 @@ export {
   writeRandomModel,
 } from './random.js';
 export type { LlamaShape, RandomModelInfo, RandomModelOptions, RandomModelPreset } from './random.js';
+export {
+  buildZooSpec,
+  CODE_BITS,
+  ensureZooModels,
+  writeZooModel,
+  ZOO_ARCHITECTURES,
+  ZOO_GENERATOR_VERSION,
+  zooFamily,
+  zooGreedyChain,
+  zooSuccessor,
+} from './zoo/index.js';
+export type {
+  BuiltZooModel,
+  EnsureZooModelsOptions,
+  ZooArchitecture,
+  ZooFamily,
+  ZooModelDescription,
+  ZooModelOptions,
+  ZooScales,
+  ZooSuccessors,
+  ZooVocabSource,
+} from './zoo/index.js';

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
 import { checkToolSchemas } from '../grammar/index.js';
+import { FinishReason } from '../events.js';
 import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, sendJson, toHttpError } from './http.js';
 import type { HandlerOptions } from './openai.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ToolChoice, type Usage } from './service.js';
@@ -195,8 +196,8 @@ function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: n
 
 function stopReason(reason: string): 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' {
   if (reason === 'tool_calls') return 'tool_use';
-  if (reason === 'length') return 'max_tokens';
-  if (reason === 'stop') return 'stop_sequence';
+  if (reason === FinishReason.Length) return 'max_tokens';
+  if (reason === FinishReason.Stop) return 'stop_sequence';
   return 'end_turn';
 }
 
@@ -256,7 +257,7 @@ export async function handleMessages(
             model: body.model,
             content,
             stop_reason: stopReason(ev.reason),
-            stop_sequence: ev.reason === 'stop' ? (ev.stop ?? null) : null,
+            stop_sequence: ev.reason === FinishReason.Stop ? (ev.stop ?? null) : null,
             usage: usageOf(ev.usage),
           },
           headers,
@@ -309,7 +310,7 @@ export async function handleMessages(
         await closeText();
         await send({
           type: 'message_delta',
-          delta: { stop_reason: stopReason(ev.reason), stop_sequence: ev.reason === 'stop' ? (ev.stop ?? null) : null },
+          delta: { stop_reason: stopReason(ev.reason), stop_sequence: ev.reason === FinishReason.Stop ? (ev.stop ?? null) : null },
           usage: usageOf(ev.usage),
         });
         await send({ type: 'message_stop' });

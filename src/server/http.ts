@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
 import { isLlamuxError } from '../errors.js';
+import { formatIssues } from '../issues.js';
 
 export type ApiFlavor = 'openai' | 'anthropic';
 
@@ -180,39 +181,9 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
   }
 }
 
-function describeValue(v: unknown): string {
-  if (v === undefined) return 'nothing';
-  if (v === null) return 'null';
-  if (typeof v === 'string') return `${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)} of type string`;
-  if (typeof v === 'number' || typeof v === 'boolean') return `${String(v)} of type ${typeof v}`;
-  if (Array.isArray(v)) return 'an array';
-  return `a value of type ${typeof v}`;
-}
-
-function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
-  let cur: unknown = root;
-  for (const key of path) {
-    if (cur === null || typeof cur !== 'object') return undefined;
-    cur = (cur as Record<PropertyKey, unknown>)[key];
-  }
-  return cur;
-}
-
-/** One readable sentence per zod issue, naming the field and what was received. */
+/** One readable phrase per zod issue, naming the field and what was received. */
 export function describeIssues(issues: readonly z.core.$ZodIssue[], body: unknown): string {
-  return issues
-    .map((issue) => {
-      const name = issue.path.map(String).join('.');
-      if (issue.code === 'unrecognized_keys') {
-        const keys = issue.keys.map((k) => `"${name ? `${name}.` : ''}${k}"`).join(', ');
-        return `unknown field${issue.keys.length > 1 ? 's' : ''} ${keys}`;
-      }
-      const received = valueAt(body, issue.path);
-      if (received === undefined && issue.code === 'invalid_type') return `"${name}" is required`;
-      const expected = issue.message.replace(/^Invalid input: /, '').replace(/, received .*$/, '').replace(/^Invalid input$/, 'a valid value');
-      return `${expected.startsWith('expected') ? expected : `expected ${expected}`} for "${name || 'body'}" but received ${describeValue(received)}`;
-    })
-    .join('; ');
+  return formatIssues(issues, { kind: 'field', input: body });
 }
 
 /** Validates a body with a zod schema; a failure is a 400 naming each bad field. */

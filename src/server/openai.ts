@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
 import { checkToolSchemas } from '../grammar/index.js';
+import { FinishReason } from '../events.js';
 import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
 
@@ -205,7 +206,7 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
 }
 
 function finishReason(reason: string): 'stop' | 'length' | 'tool_calls' {
-  return reason === 'tool_calls' ? 'tool_calls' : reason === 'length' ? 'length' : 'stop';
+  return reason === 'tool_calls' ? 'tool_calls' : reason === FinishReason.Length ? 'length' : 'stop';
 }
 
 function usageOf(u: Usage) {

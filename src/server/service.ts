@@ -5,10 +5,11 @@ import { markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.j
 import type { ChatTemplate } from '../chat/template.js';
 import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan } from '../chat/tool-calls.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
-import type { Context } from '../context.js';
-import type { FinishReason } from '../events.js';
+import { sessionFor, type Context } from '../context.js';
+import { FinishReason } from '../events.js';
 import type { Model } from '../model.js';
 import type { GenerateOptions } from '../options.js';
+import type { Session } from '../session.js';
 import { HttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
 import type { BuiltPrompt, PromptPool } from './prompt-pool.js';
@@ -26,7 +27,7 @@ export interface ChatRequest {
   toolChoice: ToolChoice;
   parallelToolCalls: boolean;
   /** Sampling and limits (temperature, topP, maxTokens, stop, ...). */
-  generate: Omit<GenerateOptions, 'prompt' | 'signal' | 'tokens' | 'toolCalls' | 'sessionId' | 'waitForSession' | 'parentKey'>;
+  generate: Omit<GenerateOptions, 'prompt' | 'signal' | 'emitTokenIds' | 'tokens' | 'detectToolCalls' | 'toolCalls' | 'sessionId' | 'waitForSession' | 'parentKey'>;
   /** The client's `x-llamux-conversation` header, when valid. */
   conversationHeader?: string;
   /** The tenant (isolation mode): conversations, sessions, replay and cache numbers stay inside it. */
@@ -70,6 +71,9 @@ export interface Prepared {
 /** Longest stored span (tokens) and text (bytes) that is ever spliced into a prompt. */
 export const MAX_SPAN_TOKENS = 16_384;
 export const MAX_SPAN_BYTES = 1024 * 1024;
+
+/** Conversations whose Session the server keeps referenced (older ones: the engine's TTL). */
+const MAX_SESSIONS = 4096;
 
 const CONVERSATION_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -126,6 +130,8 @@ export class ChatService {
   readonly #reportedInvalid = new Set<string>();
   /** Isolation mode: the tokens each session's KV holds, as far as this server produced them. */
   readonly #sessionTokens = new Map<string, Int32Array>();
+  /** Each conversation's Session, most recent last (a dropped one is ended by the engine's TTL). */
+  readonly #sessions = new Map<string, Session>();
 
   constructor(o: ChatServiceOptions) {
     this.model = o.model;
@@ -267,6 +273,16 @@ export class ChatService {
     return { conversationId, sessionId: `${this.#scope(req.tenant)}${conversationId}`, prompt };
   }
 
+  /** The conversation's Session (its sequence stays pinned to it between requests). */
+  #session(sessionId: string): Session {
+    let s = this.#sessions.get(sessionId);
+    if (s && !s.ended) this.#sessions.delete(sessionId);
+    else s = sessionFor(this.context, sessionId);
+    this.#sessions.set(sessionId, s);
+    if (this.#sessions.size > MAX_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value as string);
+    return s;
+  }
+
   /** Isolation mode: the reused count, limited to what the request's own session computed. */
   #ownReuse(p: Prepared, reused: number): number {
     if (!this.#isolate) return reused;
@@ -292,11 +308,13 @@ export class ChatService {
     const generated: number[] = [];
     this.metrics.inFlight++;
     try {
-      const gen = this.context.generate({
+      // The conversation's sequence stays pinned to its Session: a prompt extending the last
+      // one prefills only the new tokens. Requests of one conversation run one at a time.
+      const gen = this.#session(p.sessionId).generate({
         ...req.generate,
         prompt: p.prompt.tokens,
-        tokens: true,
-        toolCalls: detect,
+        emitTokenIds: true,
+        detectToolCalls: detect,
         // The declared tools constrain every span (name, argument schema); tool_choice
         // required / named forces a call first; parallel_tool_calls: false ends the
         // generation when the first span closes.
@@ -308,9 +326,6 @@ export class ChatService {
             }
           : {}),
         signal,
-        // The conversation's sequence stays pinned to it: a prompt extending the last one
-        // prefills only the new tokens. Requests of one conversation run one at a time.
-        sessionId: p.sessionId,
         waitForSession: true,
         // Isolation mode: the engine reuses KV only within the tenant (no cross-tenant prefix
         // hits, so neither cached_tokens nor timing reveal another tenant's prompts).
@@ -381,7 +396,7 @@ export class ChatService {
             const cachedTokens = this.#ownReuse(p, ev.reusedTokens);
             this.#remember(p, generated);
             const usage: Usage = { promptTokens: ev.promptTokens, completionTokens: ev.generatedTokens, cachedTokens };
-            const reason = emitted > 0 && ev.finishReason !== 'length' ? 'tool_calls' : ev.finishReason;
+            const reason = emitted > 0 && ev.finishReason !== FinishReason.Length ? 'tool_calls' : ev.finishReason;
             yield ev.stop !== undefined ? { type: 'final', reason, stop: ev.stop, usage } : { type: 'final', reason, usage };
             break;
           }

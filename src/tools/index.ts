@@ -92,8 +92,8 @@ export {
   type ToolCallSnapshot,
   type ToolCallSource,
   type ToolCallAccumulatorOptions,
-} from './accumulator.js';
-export { parsePartialJson } from './partial-json.js';
+} from '../chat/accumulator.js';
+export { parsePartialJson } from '../chat/partial-json.js';
 export {
   runAnthropicToolUse,
   anthropicToolCalls,

@@ -1,7 +1,7 @@
 /**
  * OpenAI Chat Completions adapter: an assistant message's `tool_calls` in, tool-role messages out.
  */
-import { decodeToolArguments } from './accumulator.js';
+import { decodeToolArguments } from '../chat/accumulator.js';
 import { expectedArgument, invalidArgument } from './errors.js';
 import {
   runToolCalls,

@@ -4,6 +4,8 @@
 import { z } from 'zod';
 import { ToolError, describeReceived, expectedArgument, invalidArgument } from './errors.js';
 import { checkJsonSchema, compileJsonSchema, type JsonSchema } from './json-schema.js';
+import { isZodSchema, parametersJsonSchema } from '../tool-schema.js';
+import { formatIssues } from '../issues.js';
 
 /** One call the model asked for. `arguments` is an object, or a JSON string that the runner parses. */
 export interface ToolCall {
@@ -107,10 +109,7 @@ const DEFINITION_KEYS = new Set([
   'isolate',
 ]);
 
-/** True for a zod schema (classic or mini). */
-export function isZodSchema(value: unknown): value is z.core.$ZodType {
-  return typeof value === 'object' && value !== null && '_zod' in value;
-}
+export { isZodSchema };
 
 /**
  * Throws `INVALID_ARGUMENT` unless `handler` is a function of arity 1 or 2.
@@ -238,28 +237,13 @@ export function defineTool<const S extends ToolParameters | undefined = undefine
   });
 }
 
-const schemaCache = new WeakMap<object, Record<string, unknown>>();
-
 /**
  * The JSON Schema of a tool's arguments, for prompts and provider requests. zod schemas are
  * converted with `z.toJSONSchema` (input side, so defaulted keys are optional; unrepresentable
  * parts become `{}`), without the `$schema` key. No schema gives an open object schema.
  */
 export function toolParametersJsonSchema(tool: Pick<Tool, 'parameters'>): Record<string, unknown> {
-  const params = tool.parameters;
-  if (params === undefined || params === true) return { type: 'object', properties: {} };
-  if (params === false) return { not: {} };
-  const cached = schemaCache.get(params);
-  if (cached !== undefined) return structuredClone(cached);
-  let schema: Record<string, unknown>;
-  if (isZodSchema(params)) {
-    const { $schema: _ignored, ...rest } = z.toJSONSchema(params, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
-    schema = rest;
-  } else {
-    schema = structuredClone(params as Record<string, unknown>);
-  }
-  schemaCache.set(params, schema);
-  return structuredClone(schema);
+  return parametersJsonSchema(tool.parameters);
 }
 
 /** A tool as a function declaration: `{ name, description, parameters }`. */
@@ -322,13 +306,10 @@ export async function validateToolArguments(tool: AnyTool, call: ToolCall, args:
     const parsed = await z.safeParseAsync(params, args);
     if (parsed.success) return { ok: true, value: parsed.data };
     const issues = parsed.error.issues.map((i) => ({ path: i.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), message: i.message }));
-    return invalid(call, formatIssues(issues), { issues }, parsed.error);
+    return invalid(call, formatIssues(issues, { kind: 'argument' }), { issues }, parsed.error);
   }
   const issues = checkJsonSchema(params, args);
   if (issues.length === 0) return { ok: true, value: args };
-  return invalid(call, formatIssues(issues), { issues });
+  return invalid(call, formatIssues(issues, { kind: 'argument' }), { issues });
 }
 
-function formatIssues(issues: readonly { path: readonly (string | number)[]; message: string }[]): string {
-  return issues.map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ');
-}

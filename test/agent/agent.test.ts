@@ -185,6 +185,25 @@ describe('Agent on the scripted demo model', () => {
     expect(done.type === 'done' && done.result.status).toBe('length');
   });
 
+  it('runs every conversation on the Session it was given (no context needed)', async () => {
+    calls = [];
+    const chat = ctx.createSession();
+    const agent = new Agent({ session: chat, tools: [weather], generate: { temperature: 0 } });
+    expect(agent.context).toBe(ctx);
+    expect(agent.createState(question).conversationId).toBe(chat.id);
+    const r = await agent.run(question);
+    expect(r.status).toBe('completed');
+    expect(r.text).toBe(ANSWER);
+    // Both turns ran on the session; the second extended the first's tokens.
+    expect(chat.stats().requests).toBe(2);
+    expect(r.turns[1]!.reusedTokens).toBeGreaterThan(0);
+    await chat.end();
+    const other = await model.createContext({ contextSize: 512 });
+    expect(() => new Agent({ context: other, session: ctx.createSession() })).toThrow(/session to belong to the context/);
+    expect(() => new Agent({} as never)).toThrow(/expected a context or a session/);
+    await other.dispose();
+  });
+
   it('rejects with ABORTED when the signal is already aborted', async () => {
     const agent = new Agent({ context: ctx, tools: [weather] });
     const err = await rejection(agent.run(question, { signal: AbortSignal.abort() }));
@@ -194,7 +213,7 @@ describe('Agent on the scripted demo model', () => {
 
   it('validates its options and input', () => {
     expect(() => new Agent({ context: ctx, maxTurns: 0 })).toThrow(/expected .* for "maxTurns" but received 0 of type number/);
-    expect(() => new Agent({ context: ctx, generate: { prompt: 'x' } as never })).toThrow(/without prompt, signal, tokens, toolCalls, sessionId/);
+    expect(() => new Agent({ context: ctx, generate: { prompt: 'x' } as never })).toThrow(/without prompt, signal, emitTokenIds, tokens, detectToolCalls, toolCalls, sessionId/);
     expect(() => new Agent({ context: ctx, maxTurn: 3 } as never)).toThrow(/unknown option "maxTurn"/);
     expect(() => new Agent({ context: {} as never })).toThrow(/expected a Context/);
     expect(() => new Agent({ context: ctx, template: '{% if %}' })).toThrow(/not valid Jinja/);

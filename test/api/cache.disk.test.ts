@@ -43,7 +43,7 @@ describe('disk tier', () => {
 
   async function run(dir: string) {
     const ctx = await model.createContext({ contextSize: 1024, cacheDir: dir });
-    const r = await ctx.complete({ prompt, maxTokens: 20, temperature: 0, tokens: true });
+    const r = await ctx.complete({ prompt, maxTokens: 20, temperature: 0, emitTokenIds: true });
     const stats = ctx.cacheStats();
     await ctx.dispose();
     return { r, stats };
@@ -166,7 +166,7 @@ describe('disk tier', () => {
     const ctx = await model.createContext({ contextSize: 1024, cacheDir: dir });
     expect(ctx.cacheStats().diskEntries).toBe(1); // loaded at start, reported before any request
     // Turn 2: turn 1's prompt and its 8 generated tokens, then more.
-    const r = await ctx.complete({ prompt, maxTokens: 20, temperature: 0, tokens: true });
+    const r = await ctx.complete({ prompt, maxTokens: 20, temperature: 0, emitTokenIds: true });
     expect(r.cache).toMatchObject({ outcome: 'restored', tier: 'disk' });
     expect(r.reusedTokens).toBe(turn1.length + 8 - 1); // the last generated token was never fed
     expect(Array.from(r.tokens!)).toEqual(greedy);

@@ -79,7 +79,7 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
   });
 
   it('idle KV leaves a busy unified cache for the RAM tier (no attention tax), and its session comes back exactly', async () => {
-    const opts = { temperature: 0, logitBias: noEos, tokens: true } as const;
+    const opts = { temperature: 0, logitBias: noEos, emitTokenIds: true } as const;
     const long = model.tokenize(words(400, 31));
     const short = model.tokenize(words(10, 32));
     const run = async (idleKvSpillMs: number) => {
@@ -122,11 +122,11 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
   it('sticky sessions prefill only the new tokens (+1) and diverging prompts keep the common prefix', async () => {
     const ctx = await model.createContext({ contextSize: 2048, sequences: 2 });
     const p1 = model.tokenize(words(50, 2));
-    const t1 = await ctx.complete({ prompt: p1, maxTokens: 6, temperature: 0, tokens: true, logitBias: noEos, sessionId: 's1' });
+    const t1 = await ctx.complete({ prompt: p1, maxTokens: 6, temperature: 0, emitTokenIds: true, logitBias: noEos, sessionId: 's1' });
     expect(t1.cache.outcome).toBe('cold');
     const tail = model.tokenize(' and then more words', { addSpecial: false });
     const p2 = Int32Array.from([...p1, ...t1.tokens!, ...tail]);
-    const t2 = await ctx.complete({ prompt: p2, maxTokens: 6, temperature: 0, tokens: true, logitBias: noEos, sessionId: 's1' });
+    const t2 = await ctx.complete({ prompt: p2, maxTokens: 6, temperature: 0, emitTokenIds: true, logitBias: noEos, sessionId: 's1' });
     expect(t2.cache.outcome).toBe('sticky');
     expect(t2.prefilledTokens).toBe(tail.length + 1);
     expect(t2.reusedTokens).toBe(p2.length - tail.length - 1);
@@ -141,7 +141,7 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
   it('continue() extends a session with a tail and verifies the committed tokens', async () => {
     const ctx = await model.createContext({ contextSize: 2048, sequences: 2 });
     const p1 = model.tokenize(words(30, 3));
-    const t1 = await ctx.complete({ prompt: p1, maxTokens: 5, temperature: 0, tokens: true, logitBias: noEos, sessionId: 'c' });
+    const t1 = await ctx.complete({ prompt: p1, maxTokens: 5, temperature: 0, emitTokenIds: true, logitBias: noEos, sessionId: 'c' });
     const committed = [...p1, ...t1.tokens!];
     const tail = model.tokenize(' next part', { addSpecial: false });
     const t2 = await ctx.continue('c', tail, { maxTokens: 4, temperature: 0, logitBias: noEos, expectCommitted: committed }).result;
@@ -172,7 +172,7 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
   it('forks a session: the fork starts from the same KV', async () => {
     const ctx = await model.createContext({ contextSize: 2048, sequences: 3 });
     const p1 = model.tokenize(words(40, 4));
-    const t1 = await ctx.complete({ prompt: p1, maxTokens: 5, temperature: 0, tokens: true, logitBias: noEos, sessionId: 'orig' });
+    const t1 = await ctx.complete({ prompt: p1, maxTokens: 5, temperature: 0, emitTokenIds: true, logitBias: noEos, sessionId: 'orig' });
     await ctx.forkSession('orig', 'copy');
     const tail = model.tokenize(' branch', { addSpecial: false });
     const a = await ctx.continue('copy', tail, { maxTokens: 4, temperature: 0, logitBias: noEos }).result;
@@ -188,7 +188,7 @@ describe('KV-prefix cache and sessions (tiny Llama 2 model)', () => {
   it('spills the least recently used idle session to RAM when every sequence is pinned, and restores it', async () => {
     const ctx = await model.createContext({ contextSize: 2048, sequences: 2 });
     const prompts = [0, 1, 2].map((i) => model.tokenize(words(64, 10 + i)));
-    const first = await ctx.complete({ prompt: prompts[0]!, maxTokens: 4, temperature: 0, tokens: true, logitBias: noEos, sessionId: 'A' });
+    const first = await ctx.complete({ prompt: prompts[0]!, maxTokens: 4, temperature: 0, emitTokenIds: true, logitBias: noEos, sessionId: 'A' });
     await ctx.complete({ prompt: prompts[1]!, maxTokens: 4, temperature: 0, logitBias: noEos, sessionId: 'B' });
     await ctx.complete({ prompt: prompts[2]!, maxTokens: 4, temperature: 0, logitBias: noEos, sessionId: 'C' }); // spills A
     const stats = ctx.cacheStats();

@@ -32,7 +32,7 @@ describe('Context#generate() with concurrent requests', () => {
     const streamed = starts.map(() => [] as number[]);
     const results = await Promise.all(
       starts.map(async (k, i) => {
-        const gen = ctx.generate({ prompt: [...s.promptTokens, ...s.greedy.slice(0, k)], ...EXACT, seed: 7 + i, tokens: true });
+        const gen = ctx.generate({ prompt: [...s.promptTokens, ...s.greedy.slice(0, k)], ...EXACT, seed: 7 + i, emitTokenIds: true });
         for await (const ev of gen) if (ev.type === 'text') streamed[i]!.push(...(ev.tokens ?? []));
         return gen.result;
       }),
@@ -53,7 +53,7 @@ describe('Context#generate() with concurrent requests', () => {
     // with a mix of limits and stop strings.
     const requests: GenerateOptions[] = Array.from({ length: 16 }, (_, i) => {
       const k = i * 17;
-      const o: GenerateOptions = { prompt: [...s.promptTokens, ...s.greedy.slice(0, k)], temperature: 0, tokens: true };
+      const o: GenerateOptions = { prompt: [...s.promptTokens, ...s.greedy.slice(0, k)], temperature: 0, emitTokenIds: true };
       if (i % 4 === 1) o.maxTokens = 5 + i;
       if (i % 4 === 2) o.stop = [' Stop here', ' This is'];
       return o;
@@ -88,7 +88,7 @@ describe('Context#generate() with concurrent requests', () => {
       prompt: [...s.promptTokens],
       ...(i % 5 === 4 ? { temperature: 0 } : EXACT),
       seed: 500 + i,
-      tokens: true,
+      emitTokenIds: true,
     }));
     const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 4096, sequences: 16, toolCallMarkers: false });
     const concurrent = await Promise.all(requests.map((o) => ctx.complete(o)));
@@ -111,7 +111,7 @@ describe('Context#generate() with concurrent requests', () => {
     const requests: GenerateOptions[] = Array.from({ length: 16 }, (_, i) => ({
       prompt: [...s.promptTokens, ...s.greedy.slice(0, i % 4 === 3 ? 5 : 0)],
       temperature: 0,
-      tokens: true,
+      emitTokenIds: true,
       ...(i % 4 === 1 ? { maxTokens: 4 + i } : {}),
       ...(i % 4 === 2 ? { stop: [' Both'] } : {}),
     }));
@@ -146,7 +146,7 @@ describe('Context#generate() with concurrent requests', () => {
     const ctxs = await Promise.all(names.map(async (n) => (await load(n)).createContext({ ...ONE_THREAD, contextSize: 2048, sequences: 4, toolCallMarkers: false })));
     const jobs = names.flatMap((n, j) =>
       Object.values(testModel(n).description.scripts).flatMap((s) =>
-        [0, 1, 2, 3].map(async () => ({ s, r: await ctxs[j]!.complete({ prompt: [...s.promptTokens], temperature: 0, tokens: true, renderSpecial: true }) })),
+        [0, 1, 2, 3].map(async () => ({ s, r: await ctxs[j]!.complete({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true, renderSpecial: true }) })),
       ),
     );
     const done = await Promise.all(jobs);
@@ -181,7 +181,7 @@ describe('Context#generate() stop strings, limits and end of generation', () => 
   ])('ends before the stop string %j (%s) and never emits text from it onwards', async (stop) => {
     const at = s.greedyText.indexOf(stop);
     expect(at).toBeGreaterThanOrEqual(0);
-    const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, tokens: true, stop: ['never-in-the-script', stop] }));
+    const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true, stop: ['never-in-the-script', stop] }));
     const final = events.at(-1)!;
     if (final.type !== 'final') throw new Error('no final event');
     expect(final.finishReason).toBe('stop');
@@ -198,21 +198,21 @@ describe('Context#generate() stop strings, limits and end of generation', () => 
 
   it('ends with length after exactly maxTokens tokens', async () => {
     for (const maxTokens of [1, 37, 299]) {
-      const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, tokens: true, maxTokens });
+      const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true, maxTokens });
       expect(r.finishReason).toBe('length');
       expect(r.generatedTokens).toBe(maxTokens);
       expect(ids(r)).toEqual(s.greedy.slice(0, maxTokens));
       expect(r.text).toBe(piecesText(s.greedyPieces.slice(0, maxTokens)));
     }
     // One more than the script: the script ends first.
-    const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, tokens: true, maxTokens: s.greedy.length + 1 });
+    const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true, maxTokens: s.greedy.length + 1 });
     expect(r.finishReason).toBe('eog');
     expect(r.generatedTokens).toBe(s.greedy.length);
   });
 
   it("ends with eog at once on another fixture's prompt, which this script does not know", async () => {
     const other = script('near-tie').prompt;
-    const r = await ctx.complete({ prompt: other, temperature: 0, tokens: true });
+    const r = await ctx.complete({ prompt: other, temperature: 0, emitTokenIds: true });
     expect(r.finishReason).toBe('eog');
     expect(r.generatedTokens).toBe(0);
     expect(r.text).toBe('');
@@ -223,7 +223,7 @@ describe('Context#generate() stop strings, limits and end of generation', () => 
   });
 
   it('ends with eog at once when the prompt already holds the whole script', async () => {
-    const r = await ctx.complete({ prompt: [...s.promptTokens, ...s.greedy], temperature: 0, tokens: true });
+    const r = await ctx.complete({ prompt: [...s.promptTokens, ...s.greedy], temperature: 0, emitTokenIds: true });
     expect(r.finishReason).toBe('eog');
     expect(r.generatedTokens).toBe(0);
     expect(r.text).toBe('');

@@ -35,7 +35,7 @@ describe('Context#generate() on the tiny Llama 2 model', () => {
   });
 
   it('streams text deltas and a final event whose text is their concatenation', async () => {
-    const events = await collect(ctx.generate({ prompt: 'Once upon a time', maxTokens: 12, temperature: 0, tokens: true, logitBias: noEos }));
+    const events = await collect(ctx.generate({ prompt: 'Once upon a time', maxTokens: 12, temperature: 0, emitTokenIds: true, logitBias: noEos }));
     const final = events.at(-1)!;
     expect(final.type).toBe('final');
     if (final.type !== 'final') return;
@@ -72,7 +72,7 @@ describe('Context#generate() on the tiny Llama 2 model', () => {
   });
 
   it('stops before a stop string that spans a token boundary and never emits text past it', async () => {
-    const base = await ctx.complete({ prompt: 'Stop test', maxTokens: 30, temperature: 0, tokens: true, logitBias: noEos });
+    const base = await ctx.complete({ prompt: 'Stop test', maxTokens: 30, temperature: 0, emitTokenIds: true, logitBias: noEos });
     const pieces = Array.from(base.tokens!, (t) => Buffer.from(model.tokenPiece(t)).toString('utf8'));
     // A stop string made of the end of one piece and the start of the next.
     let k = pieces.findIndex((p, i) => i > 2 && p.length >= 2 && (pieces[i + 1]?.length ?? 0) >= 2);
@@ -90,7 +90,7 @@ describe('Context#generate() on the tiny Llama 2 model', () => {
 
   it('never splits a UTF-8 character across text events (grammar forces byte-fallback tokens)', async () => {
     const target = '🎉 ok 中文 ✓';
-    const events = await collect(ctx.generate({ prompt: 'x', temperature: 0, tokens: true, grammar: `root ::= ${JSON.stringify(target)}` }));
+    const events = await collect(ctx.generate({ prompt: 'x', temperature: 0, emitTokenIds: true, grammar: `root ::= ${JSON.stringify(target)}` }));
     const final = events.at(-1)!;
     if (final.type !== 'final') throw new Error('no final');
     expect(final.text).toBe(target);
@@ -107,7 +107,7 @@ describe('Context#generate() on the tiny Llama 2 model', () => {
 
   it('applies logit bias', async () => {
     const forced = model.tokenize('banana', { addSpecial: false })[0]!;
-    const r = await ctx.complete({ prompt: 'Fruit:', maxTokens: 3, temperature: 0, tokens: true, logitBias: { [forced]: 100 } });
+    const r = await ctx.complete({ prompt: 'Fruit:', maxTokens: 3, temperature: 0, emitTokenIds: true, logitBias: { [forced]: 100 } });
     expect(Array.from(r.tokens!)).toEqual([forced, forced, forced]);
   });
 
@@ -225,7 +225,7 @@ describe('Context#generate() on the tiny Llama 2 model', () => {
     const full = await model.createContext({ contextSize: 256, sequences: 4 });
     const streamed = [0, 1, 2, 3].map(() => [] as number[]);
     const runs = streamed.map(async (mine, i) => {
-      for await (const ev of full.generate({ prompt: `sequence ${i}`, maxTokens: 200, temperature: 0, logitBias: noEos, tokens: true })) {
+      for await (const ev of full.generate({ prompt: `sequence ${i}`, maxTokens: 200, temperature: 0, logitBias: noEos, emitTokenIds: true })) {
         if (ev.type === 'text') mine.push(...(ev.tokens ?? []));
         if (ev.type === 'final') return ev;
       }

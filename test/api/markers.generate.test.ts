@@ -86,7 +86,7 @@ describe('Context#generate() with tool-call markers', () => {
     const open = s.greedy.indexOf(start);
     const close = s.greedy.indexOf(end);
     const ctx = await context('single-marker');
-    const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, tokens: true }));
+    const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true }));
     const final = finalOf(events);
     expect(shape(events)).toEqual(['text', 'toolCallStart#0', 'toolCallDelta#0', 'toolCallEnd#0', 'final']);
 
@@ -118,7 +118,7 @@ describe('Context#generate() with tool-call markers', () => {
   it('records every sampled token in result.tokens, span tokens included, in order', async () => {
     const s = script('single-marker');
     const ctx = await context('single-marker');
-    const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, tokens: true });
+    const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true });
     expect(r.toolCalls).toHaveLength(1);
     expect(r.generatedTokens).toBe(s.greedy.length);
     expect(ids(r.tokens)).toEqual(s.greedy);
@@ -133,7 +133,7 @@ describe('Context#generate() with tool-call markers', () => {
     const open = indexOf(s.greedy, startTokens);
     expect(indexOf(s.greedy, falseStart)).toBeLessThan(open);
     const ctx = await context('multi-marker');
-    const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, tokens: true }));
+    const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true }));
     const final = finalOf(events);
     expect(shape(events)).toEqual(['text', 'toolCallStart#0', 'toolCallDelta#0', 'toolCallEnd#0', 'final']);
     expect(final.text).toBe(' First check the kit:<toolbox found. Now calling:');
@@ -153,7 +153,7 @@ describe('Context#generate() with tool-call markers', () => {
   it('payload-marker: the span text keeps the payload markers and equals the deltas', async () => {
     const s = script('payload-marker');
     const ctx = await context('payload-marker');
-    const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, tokens: true }));
+    const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true }));
     const final = finalOf(events);
     expect(final.text).toBe(' Booking now.');
     expect(final.toolCalls.map((c) => c.text)).toEqual(['book_table<arg>{"party": 4}</arg>']);
@@ -165,7 +165,7 @@ describe('Context#generate() with tool-call markers', () => {
   it('two-calls: two calls in one turn, with text before, between and after them', async () => {
     const s = script('two-calls');
     const ctx = await context('two-calls');
-    const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, tokens: true }));
+    const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true }));
     const final = finalOf(events);
     expect(shape(events)).toEqual([
       'text', 'toolCallStart#0', 'toolCallDelta#0', 'toolCallEnd#0',
@@ -192,8 +192,8 @@ describe('Context#generate() with tool-call markers', () => {
       const s = script(name);
       const withMarkers = await context(name);
       const without = await context(name, { toolCallMarkers: false });
-      for (const [ctx, opts] of [[withMarkers, { toolCalls: false }], [without, {}]] as const) {
-        const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, tokens: true, ...opts }));
+      for (const [ctx, opts] of [[withMarkers, { detectToolCalls: false }], [without, {}]] as const) {
+        const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true, ...opts }));
         const final = finalOf(events);
         expect(new Set(events.map((e) => e.type))).toEqual(new Set(['text', 'final']));
         expect(final.text).toBe(s.greedyText);
@@ -213,7 +213,7 @@ describe('Context#generate() with tool-call markers', () => {
     const close = s.greedy.indexOf(tokenId('single-marker', '</tool_call>'));
     const ctx = await context('single-marker');
     for (const maxTokens of [open + 1, open + 3, close]) {
-      const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, tokens: true, maxTokens }));
+      const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true, maxTokens }));
       const final = finalOf(events);
       expect(final.finishReason).toBe('length');
       expect(events.some((e) => e.type === 'toolCallEnd')).toBe(false);
@@ -263,7 +263,7 @@ describe('Context#generate() with tool-call markers', () => {
     expect(seen.filter((e) => e.type === 'toolCallDelta').length).toBeLessThan(spanLength - 1);
     await expect(gen.result).rejects.toMatchObject({ code: 'ABORTED' });
     // The context is fine afterwards: the whole span comes out as one complete call.
-    const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, tokens: true });
+    const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true });
     expect(r.toolCalls).toHaveLength(1);
     expect(ids(r.toolCalls[0]!.tokens)).toHaveLength(spanLength);
     await ctx.dispose();
@@ -273,7 +273,7 @@ describe('Context#generate() with tool-call markers', () => {
     for (const name of ['single-marker', 'two-calls', 'payload-marker'] as const) {
       const s = script(name);
       const ctx = await context(name, { sequences: 1 });
-      const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, tokens: true }));
+      const events = await collectEvents(ctx.generate({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true }));
       const first = finalOf(events);
       expect(first.toolCalls.length).toBeGreaterThan(0);
       const sampled = sampledTokens(events);
@@ -296,7 +296,7 @@ describe('Context#generate() greedy tool-call syntax', () => {
     const s = script('payload-marker');
     const tok = (p: string) => tokenId('payload-marker', p);
     const ctx = await context('payload-marker', { contextSize: 8192, sequences: SEEDS.length });
-    const runs = await Promise.all(SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, tokens: true })));
+    const runs = await Promise.all(SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, emitTokenIds: true })));
     const spans = runs.flatMap((r) => r.toolCalls);
     expect(spans.length).toBeGreaterThan(0);
     for (const r of runs) {
@@ -321,7 +321,7 @@ describe('Context#generate() greedy tool-call syntax', () => {
     const tok = (p: string) => tokenId('payload-marker', p);
     const ctx = await context('payload-marker', { contextSize: 8192, sequences: SEEDS.length });
     const runs = await Promise.all(
-      SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, tokens: true, greedyToolSyntax: false })),
+      SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, emitTokenIds: true, greedyToolSyntax: false })),
     );
     // Some span gave up its end marker for "▁Thanks." and never closed.
     const truncated = runs.filter((r) => r.truncatedToolCall !== undefined);
@@ -334,8 +334,8 @@ describe('Context#generate() greedy tool-call syntax', () => {
     const s = script('single-marker');
     const greedySpan = s.greedy.slice(s.greedy.indexOf(tokenId('single-marker', '<tool_call>')));
     const ctx = await context('single-marker', { contextSize: 8192, sequences: SEEDS.length });
-    const on = await Promise.all(SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, tokens: true })));
-    const off = await Promise.all(SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, tokens: true, greedyToolSyntax: false })));
+    const on = await Promise.all(SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, emitTokenIds: true })));
+    const off = await Promise.all(SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, emitTokenIds: true, greedyToolSyntax: false })));
     // On: whether to call is the model's (sampled) choice in text; once a span opens it is the script's.
     const opened = on.filter((r) => r.toolCalls.length + (r.truncatedToolCall ? 1 : 0) > 0);
     expect(opened.length).toBeGreaterThan(0);
@@ -357,7 +357,7 @@ describe('Context#generate() greedy tool-call syntax', () => {
     const unused = [d.unk];
     const on = await context('near-tie', { contextSize: 8192, sequences: SEEDS.length, toolCallMarkers: { start: unused, end: [d.bos] } });
     const off = await context('near-tie', { contextSize: 8192, sequences: SEEDS.length, toolCallMarkers: false });
-    const run = (ctx: Context) => Promise.all(SEEDS.map((seed) => ctx.complete({ prompt: [...nt.promptTokens], ...EXACT, seed, tokens: true })));
+    const run = (ctx: Context) => Promise.all(SEEDS.map((seed) => ctx.complete({ prompt: [...nt.promptTokens], ...EXACT, seed, emitTokenIds: true })));
     const [a, b] = [await run(on), await run(off)];
     expect(a.map((r) => [r.text, ids(r.tokens)])).toEqual(b.map((r) => [r.text, ids(r.tokens)]));
     expect(new Set(a.map((r) => r.text)).size).toBe(2);
@@ -368,7 +368,7 @@ describe('Context#generate() greedy tool-call syntax', () => {
     const ls = script('long-script');
     const hello = tokenId('long-script', '▁Hello');
     const held = await context('long-script', { toolCallMarkers: { start: [hello, tokenId('long-script', '▁quick')], end: [tokenId('long-script', '▁fox')] } });
-    const events = await collectEvents(held.generate({ prompt: [...ls.promptTokens], temperature: 0, tokens: true }));
+    const events = await collectEvents(held.generate({ prompt: [...ls.promptTokens], temperature: 0, emitTokenIds: true }));
     const final = finalOf(events);
     expect(new Set(events.map((e) => e.type))).toEqual(new Set(['text', 'final']));
     expect(final.text).toBe(ls.greedyText);

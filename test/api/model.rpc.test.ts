@@ -64,7 +64,7 @@ describe('loadModel() with rpcServers (two llamux rpc-server processes on loopba
   it('gives the same greedy tokens as the local model, tool-call span included', async () => {
     const s = script('single-marker');
     const { local, rpc } = await bothWays('single-marker', async (ctx) =>
-      collectEvents(ctx.generate({ prompt: Int32Array.from(s.promptTokens), temperature: 0, maxTokens: 64, tokens: true, toolCalls: true })),
+      collectEvents(ctx.generate({ prompt: Int32Array.from(s.promptTokens), temperature: 0, maxTokens: 64, emitTokenIds: true, detectToolCalls: true })),
     );
     expect(sampled(rpc)).toEqual(sampled(local));
     expect(sampled(local).length).toBeGreaterThan(0);
@@ -78,11 +78,11 @@ describe('loadModel() with rpcServers (two llamux rpc-server processes on loopba
     const t2 = script('two-turn', 'turn2');
     const { local, rpc } = await bothWays('two-turn', async (ctx) => {
       const chat = ctx.createSession({ id: 'chat' });
-      const r1 = await chat.generate({ prompt: Int32Array.from(t1.promptTokens), temperature: 0, maxTokens: 64, tokens: true, toolCalls: true }).result;
+      const r1 = await chat.generate({ prompt: Int32Array.from(t1.promptTokens), temperature: 0, maxTokens: 64, emitTokenIds: true, detectToolCalls: true }).result;
       const committed = chat.stats().committedTokens;
       const tail = t2.promptTokens.slice(committed);
       expect(t2.promptTokens.slice(0, committed)).toEqual([...t1.promptTokens, ...ids(r1.tokens)].slice(0, committed));
-      const r2 = await chat.continue(Int32Array.from(tail), { temperature: 0, maxTokens: 64, tokens: true }).result;
+      const r2 = await chat.continue(Int32Array.from(tail), { temperature: 0, maxTokens: 64, emitTokenIds: true }).result;
       return { calls: r1.toolCalls.map((c) => c.text), t1: ids(r1.tokens), t2: ids(r2.tokens), text: r2.text, outcome: r2.cache.outcome, prefilled: r2.prefilledTokens, tail: tail.length };
     });
     expect(rpc).toEqual(local);
@@ -160,7 +160,7 @@ try { await model.createContext({}); out.create = 'created'; } catch (e) { out.c
 out.rpc = model.rpc;
 const local = await loadModel(localPath);
 const lc = await local.createContext({ threads: 1, batchThreads: 1, contextSize: 512 });
-out.local = (await lc.generate({ prompt: Int32Array.from(JSON.parse(localPromptJson)), temperature: 0, maxTokens: 8, tokens: true }).result).tokens.join(',');
+out.local = (await lc.generate({ prompt: Int32Array.from(JSON.parse(localPromptJson)), temperature: 0, maxTokens: 8, emitTokenIds: true }).result).tokens.join(',');
 await lc.dispose();
 await local.dispose();
 await ctx.dispose();
@@ -170,7 +170,7 @@ await model.dispose();
 const again = async (eps) => {
   const m = await loadModel(modelPath, { rpcServers: eps });
   const c = await m.createContext({ threads: 1, batchThreads: 1, contextSize: 1024 });
-  const r = await c.generate({ prompt, temperature: 0, maxTokens: 8, tokens: true }).result;
+  const r = await c.generate({ prompt, temperature: 0, maxTokens: 8, emitTokenIds: true }).result;
   await c.dispose();
   await m.dispose();
   return r.tokens.join(',');

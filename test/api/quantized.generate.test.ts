@@ -56,7 +56,7 @@ for (const weightType of ['Q8_0', 'Q4_0'] as const) {
         const ctx = await model.createContext({ contextSize: 1024, sequences: 1, batchSize: 512, microBatchSize: 512, prefixCache: false });
         try {
           const { tokens, expected } = promptOf(length, length % 7);
-          const r = await ctx.complete({ prompt: tokens, maxTokens: GEN, temperature: 0, tokens: true });
+          const r = await ctx.complete({ prompt: tokens, maxTokens: GEN, temperature: 0, emitTokenIds: true });
           expect([...r.tokens!]).toEqual(expected);
           expect(r.prefilledTokens).toBe(length);
         } finally {
@@ -74,7 +74,7 @@ for (const weightType of ['Q8_0', 'Q4_0'] as const) {
           const base = promptOf(900, 0).tokens;
           await ctx.complete({ prompt: base, maxTokens: 1, temperature: 0 });
           const tail = promptOf(suffix, suffix % 7);
-          const r = await ctx.complete({ prompt: Int32Array.from([...base, ...tail.tokens]), maxTokens: GEN, temperature: 0, tokens: true });
+          const r = await ctx.complete({ prompt: Int32Array.from([...base, ...tail.tokens]), maxTokens: GEN, temperature: 0, emitTokenIds: true });
           expect(r.prefilledTokens).toBe(suffix);
           expect([...r.tokens!]).toEqual(tail.expected);
         } finally {
@@ -88,7 +88,7 @@ for (const weightType of ['Q8_0', 'Q4_0'] as const) {
       try {
         const lengths = [1, 2, 5, 63, 64, 65, 130, 300];
         const cases = lengths.map((n, i) => promptOf(n, i));
-        const results = await Promise.all(cases.map((c) => ctx.complete({ prompt: c.tokens, maxTokens: GEN, temperature: 0, tokens: true })));
+        const results = await Promise.all(cases.map((c) => ctx.complete({ prompt: c.tokens, maxTokens: GEN, temperature: 0, emitTokenIds: true })));
         results.forEach((r, i) => expect([...r.tokens!], `prompt of ${lengths[i]} tokens`).toEqual(cases[i]!.expected));
       } finally {
         await ctx.dispose();

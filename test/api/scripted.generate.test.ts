@@ -29,7 +29,7 @@ describe('Context#generate() on scripted models', () => {
     const s = script(name, scriptName);
     await withModel(name, async (model) => {
       const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 1024, toolCallMarkers: false });
-      const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, tokens: true, renderSpecial: true });
+      const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true, renderSpecial: true });
       expect(ids(r)).toEqual(s.greedy);
       expect(r.text).toBe(s.greedyText);
       expect(r.finishReason).toBe('eog');
@@ -44,7 +44,7 @@ describe('Context#generate() on scripted models', () => {
     await withModel(name, async (model) => {
       const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 8192, sequences: SEEDS.length, toolCallMarkers: false });
       const runs = await Promise.all(
-        SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, tokens: true, renderSpecial: true })),
+        SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, emitTokenIds: true, renderSpecial: true })),
       );
       const outcomes = new Map(s.outcomes.map((o) => [o.tokens.join(','), o]));
       for (const r of runs) {
@@ -82,7 +82,7 @@ describe('Context#generate() on scripted models', () => {
     await withModel('near-tie', async (model) => {
       const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 4096, sequences: 8, toolCallMarkers: false });
       const runs = await Promise.all(
-        Array.from({ length: 200 }, (_, seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, tokens: true })),
+        Array.from({ length: 200 }, (_, seed) => ctx.complete({ prompt: [...s.promptTokens], ...EXACT, seed, emitTokenIds: true })),
       );
       const counts = new Map<number, number>();
       for (const r of runs) counts.set(ids(r)[branch!.index]!, (counts.get(ids(r)[branch!.index]!) ?? 0) + 1);
@@ -99,7 +99,7 @@ describe('Context#generate() on scripted models', () => {
     const b = s.branches[0]!;
     await withModel('near-tie', async (model) => {
       const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 4096, sequences: 4, toolCallMarkers: false });
-      const runs = await Promise.all(SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], temperature: 1, seed, tokens: true })));
+      const runs = await Promise.all(SEEDS.map((seed) => ctx.complete({ prompt: [...s.promptTokens], temperature: 1, seed, emitTokenIds: true })));
       const seen = new Set(runs.map((r) => ids(r)[b.index]));
       expect([...seen].sort()).toEqual(b.choices.map((c) => c.token).sort());
       for (const r of runs) expect(s.outcomes.map((o) => o.tokens.join(','))).toContain(ids(r).join(','));
@@ -121,7 +121,7 @@ describe('Context#generate() on scripted models', () => {
 
       // The turn-2 prompt continues the turn-1 prompt and the call, so its KV is reused.
       expect(t2.promptTokens.slice(0, t1.promptTokens.length + t1.greedy.length)).toEqual([...t1.promptTokens, ...t1.greedy]);
-      const r2 = await ctx.complete({ prompt: [...t2.promptTokens], temperature: 0, tokens: true });
+      const r2 = await ctx.complete({ prompt: [...t2.promptTokens], temperature: 0, emitTokenIds: true });
       expect(r2.finishReason).toBe('eog');
       expect(r2.toolCalls).toEqual([]);
       expect(r2.text).toBe('The weather in Paris is sunny and 18°C.');
@@ -136,7 +136,7 @@ describe('Context#generate() on scripted models', () => {
     await withModel('two-turn', async (model) => {
       const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 2048, toolCallMarkers: false });
       for (const s of [d.scripts.turn1!, d.scripts.turn2!]) {
-        const r = await ctx.complete({ prompt: s.prompt, parseSpecial: true, temperature: 0, tokens: true, renderSpecial: true });
+        const r = await ctx.complete({ prompt: s.prompt, parseSpecial: true, temperature: 0, emitTokenIds: true, renderSpecial: true });
         expect(r.promptTokens).toBe(s.promptTokens.length);
         expect(ids(r)).toEqual(s.greedy);
         expect(r.text).toBe(s.greedyText);

@@ -27,7 +27,7 @@ describe('Session objects: ctx.createSession() (tiny Llama 2 model)', () => {
     expect(chat).toBeInstanceOf(Session);
     expect(chat.id).toBe('chat');
     const p1 = model.tokenize(words(30, 3));
-    const t1 = await chat.generate({ prompt: p1, maxTokens: 5, temperature: 0, tokens: true, logitBias: noEos }).result;
+    const t1 = await chat.generate({ prompt: p1, maxTokens: 5, temperature: 0, emitTokenIds: true, logitBias: noEos }).result;
     expect(ctx.cacheStats()).toMatchObject({ sessions: 1, pinnedSequences: 1 });
     const committed = [...p1, ...t1.tokens!];
     expect(chat.stats()).toMatchObject({ id: 'chat', requests: 1, committedTokens: committed.length, generatedTokens: 5, running: false, ended: false });
@@ -54,7 +54,7 @@ describe('Session objects: ctx.createSession() (tiny Llama 2 model)', () => {
     const orig = ctx.createSession();
     expect(orig.id).toMatch(/^[0-9a-f-]{36}$/);
     const p1 = model.tokenize(words(40, 4));
-    const t1 = await orig.generate({ prompt: p1, maxTokens: 5, temperature: 0, tokens: true, logitBias: noEos }).result;
+    const t1 = await orig.generate({ prompt: p1, maxTokens: 5, temperature: 0, emitTokenIds: true, logitBias: noEos }).result;
     const copy = await orig.fork({ id: 'copy' });
     expect(copy.id).toBe('copy');
     expect(copy.stats().committedTokens).toBe(p1.length + 5);
@@ -140,7 +140,7 @@ describe('Session objects: ctx.createSession() (tiny Llama 2 model)', () => {
     expect(() => ctx.createSession({ id: '' })).toThrow(/session options/);
     expect(() => ctx.createSession({ ttlMs: -1 })).toThrow(LlamuxError);
     const Ctor = Session as unknown as new (...args: unknown[]) => Session;
-    expect(() => new Ctor(Symbol('x'), ctx, {}, 'id', undefined)).toThrow(/createSession/);
+    expect(() => new Ctor(Symbol('x'), ctx, 'id', undefined)).toThrow(/createSession/);
     await ctx.dispose();
     expect(() => ctx.createSession()).toThrow(expect.objectContaining({ code: 'DISPOSED' }));
   });

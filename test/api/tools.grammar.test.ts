@@ -86,7 +86,7 @@ describe('generate({ tools }) on a model that writes a broken call', () => {
   it('streams deltas that concatenate to the stored bytes, and replaying the stored tokens is a full KV hit', async () => {
     const ctx = await context('grammar-call');
     const p = prompt('grammar-call');
-    const events = await collectEvents(ctx.generate({ prompt: p, temperature: 0, tools: [WEATHER], tokens: true }));
+    const events = await collectEvents(ctx.generate({ prompt: p, temperature: 0, tools: [WEATHER], emitTokenIds: true }));
     const end = events.find((e) => e.type === 'toolCallEnd');
     if (end?.type !== 'toolCallEnd') throw new Error('no toolCallEnd');
     const deltas = events.filter((e) => e.type === 'toolCallDelta').map((e) => (e.type === 'toolCallDelta' ? e.text : ''));
@@ -146,7 +146,7 @@ describe('parallelToolCalls: false', () => {
     expect(all.toolCalls).toHaveLength(2);
     const city: GenerateTool = { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
     for (const tools of [undefined, [city]]) {
-      const r = await ctx.generate({ prompt: p, temperature: 0, parallelToolCalls: false, tokens: true, ...(tools ? { tools } : {}) }).result;
+      const r = await ctx.generate({ prompt: p, temperature: 0, parallelToolCalls: false, emitTokenIds: true, ...(tools ? { tools } : {}) }).result;
       expect(r.finishReason).toBe('toolCall');
       expect(r.toolCalls.map((c) => c.text)).toEqual([all.toolCalls[0]!.text]);
       // Nothing sampled after the end marker.
@@ -252,7 +252,7 @@ describe('the greedy shortcut', () => {
     ];
     for (const start of [1, 500, 7000]) {
       const p = Array.from({ length: 16 }, (_, i) => 3 + ((start + i * 131) % (V - 3)));
-      const base = { prompt: p, tools, toolChoice: 'required' as const, maxTokens: 48, logitBias: bias, tokens: true };
+      const base = { prompt: p, tools, toolChoice: 'required' as const, maxTokens: 48, logitBias: bias, emitTokenIds: true };
       const greedy = await ctx.generate({ ...base, temperature: 0 }).result;
       const masked = await ctx.generate({ ...base, temperature: 1, topK: 1, greedyToolSyntax: false, seed: 1 }).result;
       expect(Array.from(greedy.tokens!)).toEqual(Array.from(masked.tokens!));

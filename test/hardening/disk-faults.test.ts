@@ -54,7 +54,7 @@ describe('disk tier faults', () => {
 
   /** Runs prompt `p` for `n` tokens and checks the output is the script. */
   async function exact(ctx: Context, p: P, n = 12) {
-    const r = await ctx.complete({ prompt: tokensOf(p), maxTokens: n, temperature: 0, tokens: true });
+    const r = await ctx.complete({ prompt: tokensOf(p), maxTokens: n, temperature: 0, emitTokenIds: true });
     expect(Array.from(r.tokens!), `prompt ${JSON.stringify(p)}`).toEqual(expectedAt(p, n));
     expect(r.prefilledTokens).toBe(r.promptTokens - r.reusedTokens);
     return r;
@@ -251,7 +251,7 @@ describe('disk tier faults', () => {
         // Waves of 3 on 2 sequences: states are saved, looked up, read and deleted all the time.
         for (let i = 0; i < order.length; i += 3) {
           const wave = order.slice(i, i + 3);
-          const results = await Promise.all(wave.map((p) => ctx.complete({ prompt: tokensOf(p), maxTokens: 10, temperature: 0, tokens: true })));
+          const results = await Promise.all(wave.map((p) => ctx.complete({ prompt: tokensOf(p), maxTokens: 10, temperature: 0, emitTokenIds: true })));
           results.forEach((r, j) => {
             expect(Array.from(r.tokens!), `request ${i + j}`).toEqual(expectedAt(wave[j]!, 10));
             if (fromDisk(r)) restores++;
@@ -290,7 +290,7 @@ describe('disk tier faults', () => {
         const [fileB] = states(dirB);
         const ctx = await demo.createContext({ ...opts, cacheDir: dirA }); // indexes A (A's tokens)
         copyFileSync(fileB!, fileA!); // ...then A's file holds B's tokens and KV
-        const r = await ctx.complete({ prompt: promptA, temperature: 0, tokens: true });
+        const r = await ctx.complete({ prompt: promptA, temperature: 0, emitTokenIds: true });
         await ctx.dispose();
         expect(Array.from(r.tokens!)).toEqual(d.scripts.turn2!.greedy);
         expect(r.text).toBe(d.scripts.turn2!.greedyText);

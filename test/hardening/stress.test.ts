@@ -81,7 +81,7 @@ function makeSpecs(rand: () => number, scriptLength: number): Spec[] {
 }
 
 function optionsOf(prompt: readonly number[], greedy: readonly number[], s: Spec): GenerateOptions {
-  const o: GenerateOptions = { prompt: [...prompt, ...greedy.slice(0, s.offset)], temperature: 0, tokens: true };
+  const o: GenerateOptions = { prompt: [...prompt, ...greedy.slice(0, s.offset)], temperature: 0, emitTokenIds: true };
   if (s.maxTokens !== undefined) o.maxTokens = s.maxTokens;
   if (s.stop) o.stop = s.stop;
   if (s.mode === 'slow') o.highWaterMark = 2;
@@ -286,7 +286,7 @@ describe('concurrency stress: 200 requests, 8 sequences, random aborts and dispo
         continue;
       }
       expect(ctx.pendingRequests).toBe(0);
-      const after = await ctx.complete({ prompt: [...s.promptTokens, ...s.greedy.slice(0, 100)], temperature: 0, tokens: true, maxTokens: 30 });
+      const after = await ctx.complete({ prompt: [...s.promptTokens, ...s.greedy.slice(0, 100)], temperature: 0, emitTokenIds: true, maxTokens: 30 });
       expect(ids(after)).toEqual(s.greedy.slice(100, 130));
       const stats = ctx.cacheStats();
       expect(stats.ramBytes).toBeLessThanOrEqual(stats.ramBudget);

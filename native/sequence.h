@@ -1,0 +1,116 @@
+// Sequence: one llama.cpp sequence (seq_id) of a context, owning its KV cells and the token
+// list that mirrors them together. The invariant "tokens_ is exactly what the KV holds for
+// this seq_id, position i holding tokens_[i]" is kept here and nowhere else: this file is the
+// only code that calls llama_memory_seq_* (grep for it), and the token list changes only
+// through the methods below, each of which changes the KV in the same step.
+//
+// While a request decodes on a sequence the list grows with every decoded token (Append), so
+// a busy sequence's Tokens() is its computed KV too (other requests may share from it).
+//
+// Room for what comes next. Hybrid/recurrent checkpoints (llama_state_seq_*_ext partial
+// states), speculative-decoding draft rollback and a deterministic mode all change how a
+// sequence holds its KV; they belong in this class, behind the methods callers use today:
+//   - checkpoints (not implemented yet): the Sequence keeps a short list of
+//       struct Checkpoint { size_t pos; std::vector<uint8_t> state; };  // partial state at pos
+//     taken by a `void Checkpoint()` after a decode (llama_state_seq_get_data_ext with
+//     LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY). TruncateTo(n) on a memory that cannot drop a tail
+//     (today: clears, returns 0) restores the newest checkpoint at or below n instead
+//     (llama_state_seq_set_data_ext) and returns its pos; callers already use the returned
+//     count, so they recompute from there unchanged. Clear/Restore/ShareFrom drop the
+//     checkpoints beyond what they keep; DropUncommitted falls back the same way as TruncateTo.
+//   - draft rollback: Append() the drafted tokens as they are decoded, then
+//     TruncateTo(accepted) (a checkpoint restore on hybrid memories).
+//   - a deterministic mode: the batch shape a sequence is decoded with is the only input it
+//     does not own yet; a per-sequence decode policy would live here too.
+// Plain C++, engine thread only.
+#pragma once
+#include <llama.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llamux {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request;
+class StateTiers;
+
+// Why a sequence's KV is about to be overwritten; decides whether it is worth saving first
+// (Sequence::SaveIfWorth, the one place of that rule).
+enum class Overwrite : uint8_t {
+  Replace,  // another source's KV replaces it (session / shared / RAM / disk restore)
+  Trim,     // it is trimmed to the prefix a new prompt shares with it
+  Fork,     // it is cleared to receive a forked session
+};
+
+class Sequence {
+ public:
+  Sequence(llama_context *ctx, int32_t id);
+
+  int32_t Id() const { return id_; }
+  // What the KV holds, in order (for a busy sequence: its request's computed tokens).
+  const std::vector<llama_token> &Tokens() const { return tokens_; }
+  size_t Size() const { return tokens_.size(); }
+  bool Empty() const { return tokens_.empty(); }
+
+  // ---- KV and token list together -------------------------------------------------------
+  // Drops every cell.
+  void Clear();
+  // Keeps the first n tokens (no-op when it holds n or fewer). Returns the tokens it holds
+  // afterwards: n, or fewer when the memory cannot drop that tail (recurrent/hybrid: today
+  // it is cleared and 0 is returned). TruncateTo(0) clears.
+  size_t TruncateTo(size_t n);
+  // Becomes src's first n tokens: cells are copied by tag (shared, no copy, in a unified KV).
+  // n == SIZE_MAX: all of src.
+  void ShareFrom(const Sequence &src, size_t n);
+  // Replaces the KV with a saved state holding `tokens`. False (and cleared) when llama.cpp
+  // refused the blob: a failed restore never leaves half a state behind.
+  bool Restore(const std::vector<uint8_t> &blob, const std::vector<llama_token> &tokens);
+  // Tokens a successful decode just put in the KV at positions Size()...
+  void Append(const llama_token *tokens, size_t n);
+  // After an aborted decode: the positions llama.cpp finished beyond Size() (finished
+  // ubatches stay in the KV).
+  size_t ComputedBeyond() const;
+  // Drops cells past Size() (what an aborted decode left half done). When the memory cannot
+  // drop a tail the sequence is cleared; callers read Size() afterwards.
+  void DropUncommitted();
+
+  // ---- saved states ---------------------------------------------------------------------
+  // The bytes of this sequence's state (llama_state_seq_get_data; KV only, no logits).
+  size_t StateSize() const;
+  bool CopyState(std::vector<uint8_t> *blob) const;
+  // Saves the KV to the state tiers (a session's state under its id, RAM only) when the tiers
+  // take it. False when the RAM tier did not take it.
+  bool Save(StateTiers &tiers, const std::string &session) const;
+  // The one "save before overwrite" rule: `kept` of Size() tokens survive the change.
+  // Never a session's own sequence (its KV is the session's, saved only when it spills).
+  //   Replace: saved when anything beyond `kept` is lost.
+  //   Trim:    saved when more than half is lost (a short trim is not worth a copy).
+  //   Fork:    saved when it holds at least one RAM-tier block (RAM tier only).
+  // True when the rule called for a save (the tiers may still have declined it): RAM-tier
+  // entries looked up before may have been evicted, look them up again.
+  bool SaveIfWorth(StateTiers &tiers, size_t kept, Overwrite why) const;
+
+  // ---- what the scheduler keeps about it ------------------------------------------------
+  Request *req = nullptr;  // the request decoding on it, or nullptr when idle
+  std::string scope;       // the cache scope that computed it (RequestParams::cacheScope)
+  bool diskDirty = false;  // write-through: its KV is not on disk yet (written when the engine idles)
+  Clock::time_point lastUsed;
+  // The session pinned to it ("" when free for anyone). Only SessionTable changes it.
+  const std::string &Session() const { return session_; }
+  bool Pinned() const { return !session_.empty(); }
+
+ private:
+  friend class SessionTable;
+
+  llama_context *ctx_;
+  llama_memory_t mem_;
+  int32_t id_;
+  std::vector<llama_token> tokens_;
+  std::string session_;
+};
+
+}  // namespace llamux

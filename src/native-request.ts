@@ -1,0 +1,260 @@
+// The mappers from validated options to what the native addon reads: one per request kind
+// (generate, continue, prefillOnly, session command) plus the context config. Each returns a
+// complete object: every key the native side reads is present, and the native side holds no
+// defaults (native/context.cc throws a TypeError naming a missing or mistyped key). Defaults
+// live in src/options.ts; this file only encodes (undefined maxTokens → -1, no session → '').
+import { resolve as resolvePath } from 'node:path';
+import type { NativeContextOptions, NativeReady, NativeRequest, NativeSessionCommand } from './binding.js';
+import { LlamuxError } from './errors.js';
+import { compileToolGrammar } from './grammar/index.js';
+import type { ResolvedMarkers } from './markers.js';
+import { GGML_TYPE_IDS, type ContextOptionsSchema, type ParsedContinueOptions, type ParsedGenerateOptions } from './options.js';
+import { isZodSchema, parametersJsonSchema } from './tool-schema.js';
+import { toInt32Array } from './tokens.js';
+import type { z } from 'zod';
+
+export type ParsedContextOptions = z.output<typeof ContextOptionsSchema>;
+
+/** The session a request runs on: a `Session`, or a bare id from the deprecated string API. */
+export interface SessionRef {
+  readonly id: string;
+  /** This session's idle TTL; undefined: the context's sessionTtlMs. */
+  readonly ttlMs: number | undefined;
+}
+
+/** The tool-call fields of a request: the span grammar and when it is active. */
+export type ToolFields = Pick<NativeRequest, 'detectToolCalls' | 'toolGrammar' | 'toolGrammarRoot' | 'toolRequired' | 'parallelToolCalls' | 'toolEndEog'>;
+
+/** The vocabulary question the tool fields ask (a Model answers it). */
+export interface EogVocab {
+  isEndOfGeneration(token: number): boolean;
+}
+
+const NO_EXPECT = null;
+const EMPTY_I32 = new Int32Array(0);
+const EMPTY_F32 = new Float32Array(0);
+
+/**
+ * The tool fields of `tools` / `toolChoice` / `parallelToolCalls` / `toolCallGrammar` /
+ * `detectToolCalls`: the span grammar (compiled and cached in src/grammar) and when it is active.
+ * @throws LlamuxError INVALID_ARGUMENT (a combination that cannot run), before anything is queued
+ */
+export function toolFields(o: ParsedGenerateOptions | ParsedContinueOptions, markers: ResolvedMarkers | undefined, vocab: EogVocab): ToolFields {
+  const none: ToolFields = {
+    detectToolCalls: o.detectToolCalls,
+    toolGrammar: '',
+    toolGrammarRoot: 'root',
+    toolRequired: false,
+    parallelToolCalls: o.parallelToolCalls,
+    toolEndEog: -1,
+  };
+  if (o.toolChoice === 'none') return { ...none, detectToolCalls: false };
+  const tools = o.tools ?? [];
+  const constrained = tools.length > 0 || o.toolCallGrammar !== undefined;
+  if (!constrained) {
+    if (o.toolChoice !== 'auto') throw new LlamuxError('INVALID_ARGUMENT', `toolChoice ${JSON.stringify(o.toolChoice)} needs tools (or toolCallGrammar)`);
+    return none;
+  }
+  const m = markers;
+  if (!m) throw new LlamuxError('INVALID_ARGUMENT', 'tools need tool-call markers, and this context has none (set toolCallMarkers when creating it)');
+  if (!o.detectToolCalls) throw new LlamuxError('INVALID_ARGUMENT', 'tools need tool-call detection: remove detectToolCalls: false (or use toolChoice "none")');
+  if (o.grammar !== undefined) throw new LlamuxError('INVALID_ARGUMENT', 'grammar and tools cannot be combined: the tool grammar constrains tool-call spans, grammar the whole output');
+  const endIsEog = m.end.length === 1 && vocab.isEndOfGeneration(m.end[0]!);
+  const g = compileToolGrammar({
+    tools: tools.map((t) => ({ name: t.name, parameters: t.parameters === undefined ? undefined : isZodSchema(t.parameters) ? parametersJsonSchema(t.parameters) : t.parameters })),
+    choice: o.toolChoice,
+    family: m.preset ?? 'json',
+    start: Array.from(m.start),
+    end: Array.from(m.end),
+    endIsEog,
+    parallel: o.parallelToolCalls,
+    ...(o.toolCallGrammar !== undefined ? { body: o.toolCallGrammar } : {}),
+  });
+  return {
+    ...none,
+    toolGrammar: g.gbnf,
+    toolGrammarRoot: g.root,
+    toolRequired: o.toolChoice !== 'auto',
+    toolEndEog: endIsEog ? m.end[0]! : -1,
+  };
+}
+
+/**
+ * `logitBias` token ids inside the vocabulary: checked when the request is made, since a text
+ * prompt reaches the native side (which checks them too) only after tokenizing.
+ * @throws LlamuxError INVALID_ARGUMENT
+ */
+export function checkLogitBias(o: ParsedGenerateOptions | ParsedContinueOptions, vocabSize: number): void {
+  if (!o.logitBias) return;
+  const ids = o.logitBias instanceof Map ? [...o.logitBias.keys()] : Object.keys(o.logitBias).map(Number);
+  for (const t of ids) {
+    if (t >= vocabSize) throw new LlamuxError('INVALID_ARGUMENT', `logitBias token ${t} is outside the vocabulary`);
+  }
+}
+
+type Sampled = Pick<
+  NativeRequest,
+  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'greedyToolSyntax' | 'cacheScope'
+  | 'temperature' | 'topK' | 'topP' | 'minP' | 'typicalP' | 'repeatPenalty' | 'frequencyPenalty' | 'presencePenalty' | 'penaltyLastN' | 'seed'
+  | 'grammar' | 'grammarRoot' | 'logitBiasTokens' | 'logitBiasValues'
+>;
+
+/** The output and sampling fields shared by generate and continue. */
+function sampledFields(o: ParsedGenerateOptions | ParsedContinueOptions): Sampled {
+  let logitBiasTokens = EMPTY_I32;
+  let logitBiasValues = EMPTY_F32;
+  if (o.logitBias) {
+    const entries = o.logitBias instanceof Map ? [...o.logitBias.entries()] : Object.entries(o.logitBias).map(([k, v]) => [Number(k), v] as const);
+    logitBiasTokens = Int32Array.from(entries.map((e) => e[0]));
+    logitBiasValues = Float32Array.from(entries.map((e) => e[1]));
+  }
+  return {
+    maxTokens: o.maxTokens ?? -1,
+    stop: o.stop,
+    emitTokenIds: o.emitTokenIds,
+    renderSpecial: o.renderSpecial,
+    greedyToolSyntax: o.greedyToolSyntax,
+    cacheScope: o.cacheScope ?? '',
+    temperature: o.temperature,
+    topK: o.topK,
+    topP: o.topP,
+    minP: o.minP,
+    typicalP: o.typicalP,
+    repeatPenalty: o.repeatPenalty,
+    frequencyPenalty: o.frequencyPenalty,
+    presencePenalty: o.presencePenalty,
+    penaltyLastN: o.penaltyLastN,
+    seed: o.seed,
+    grammar: o.grammar ?? '',
+    grammarRoot: o.grammarRoot,
+    logitBiasTokens,
+    logitBiasValues,
+  };
+}
+
+function sessionFields(session: SessionRef | undefined, wait: boolean): Pick<NativeRequest, 'sessionId' | 'sessionTtlMs' | 'waitForSession'> {
+  return { sessionId: session?.id ?? '', sessionTtlMs: session?.ttlMs ?? -1, waitForSession: session !== undefined && wait };
+}
+
+/** `generate()`: the prompt, already tokenized (src/prompt-tokens.ts). */
+export function generateRequest(id: number, o: ParsedGenerateOptions, promptTokens: Int32Array, tools: ToolFields, session: SessionRef | undefined): NativeRequest {
+  return {
+    id,
+    promptTokens,
+    ...sessionFields(session, o.waitForSession),
+    continueSession: false,
+    expectCommitted: NO_EXPECT,
+    prefillOnly: false,
+    ...sampledFields(o),
+    ...tools,
+  };
+}
+
+/** `continue()`: the tail, appended to the session's committed tokens by the engine. */
+export function continueRequest(id: number, o: ParsedContinueOptions, tail: Int32Array, tools: ToolFields, session: SessionRef): NativeRequest {
+  return {
+    id,
+    promptTokens: tail,
+    ...sessionFields(session, o.waitForSession),
+    continueSession: true,
+    expectCommitted: o.expectCommitted ? toInt32Array(o.expectCommitted) : NO_EXPECT,
+    prefillOnly: false,
+    ...sampledFields(o),
+    ...tools,
+  };
+}
+
+/** `prefillOnly()`: computes the prompt's KV and generates nothing, so sampling is fixed. */
+export function prefillRequest(id: number, promptTokens: Int32Array, session: SessionRef | undefined): NativeRequest {
+  return {
+    id,
+    promptTokens,
+    ...sessionFields(session, false),
+    continueSession: false,
+    expectCommitted: NO_EXPECT,
+    prefillOnly: true,
+    maxTokens: -1,
+    stop: [],
+    emitTokenIds: false,
+    renderSpecial: false,
+    greedyToolSyntax: false,
+    cacheScope: '',
+    temperature: 0,
+    topK: 0,
+    topP: 1,
+    minP: 0,
+    typicalP: 1,
+    repeatPenalty: 1,
+    frequencyPenalty: 0,
+    presencePenalty: 0,
+    penaltyLastN: 0,
+    seed: 0,
+    grammar: '',
+    grammarRoot: 'root',
+    logitBiasTokens: EMPTY_I32,
+    logitBiasValues: EMPTY_F32,
+    detectToolCalls: false,
+    toolGrammar: '',
+    toolGrammarRoot: 'root',
+    toolRequired: false,
+    parallelToolCalls: true,
+    toolEndEog: -1,
+  };
+}
+
+/** `session.end()`: releases the session's pinned sequence. */
+export function endSessionCommand(id: number, session: SessionRef): NativeSessionCommand {
+  return { id, op: 'end', sessionId: session.id, from: '', wait: false, sessionTtlMs: session.ttlMs ?? -1 };
+}
+
+/** `session.fork()`: `to` starts from `from`'s KV and committed tokens. */
+export function forkSessionCommand(id: number, from: SessionRef, to: SessionRef, wait: boolean): NativeSessionCommand {
+  return { id, op: 'fork', sessionId: to.id, from: from.id, wait, sessionTtlMs: to.ttlMs ?? -1 };
+}
+
+/** `model.createContext()`: the native context config (resolved paths, bytes, ggml type ids). */
+export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarkers | undefined): NativeContextOptions {
+  return {
+    contextSize: opts.contextSize,
+    batchSize: Math.max(opts.batchSize, opts.sequences),
+    microBatchSize: opts.microBatchSize,
+    sequences: opts.sequences,
+    threads: opts.threads ?? 0,
+    batchThreads: opts.batchThreads ?? 0,
+    unifiedKv: opts.unifiedKv,
+    flashAttention: opts.flashAttention === 'on' ? 1 : opts.flashAttention === 'off' ? 0 : -1,
+    kvTypeK: opts.kvCacheTypeK ? GGML_TYPE_IDS[opts.kvCacheTypeK] : -1,
+    kvTypeV: opts.kvCacheTypeV ? GGML_TYPE_IDS[opts.kvCacheTypeV] : -1,
+    maxQueued: opts.maxQueued,
+    prefillChunk: opts.prefillChunk ?? 0,
+    cacheRamBytes: Math.floor(opts.cacheRamMb * 1024 * 1024),
+    sessionTtlMs: opts.sessionTtlMs,
+    idleKvSpillMs: opts.idleKvSpillMs,
+    prefixCache: opts.prefixCache,
+    cacheDir: opts.cacheDir ? resolvePath(opts.cacheDir) : '',
+    cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024),
+    diskWriteThrough: opts.cacheWriteThrough,
+    markerStart: markers?.start ?? EMPTY_I32,
+    markerEnd: markers?.end ?? EMPTY_I32,
+    markerPayloadStart: markers?.payloadStart ?? EMPTY_I32,
+    markerPayloadEnd: markers?.payloadEnd ?? EMPTY_I32,
+  };
+}
+
+/** The values llama.cpp actually applied when it created the context. */
+export type ContextSettings = Omit<NativeReady, 'flashAttention' | 'kvTypeK' | 'kvTypeV'> & {
+  flashAttention: 'auto' | 'on' | 'off';
+  kvCacheTypeK: number;
+  kvCacheTypeV: number;
+};
+
+/** The native ready report as ContextSettings. */
+export function readySettings(r: NativeReady): ContextSettings {
+  const { flashAttention, kvTypeK, kvTypeV, ...rest } = r;
+  return {
+    ...rest,
+    flashAttention: flashAttention === 1 ? 'on' : flashAttention === 0 ? 'off' : 'auto',
+    kvCacheTypeK: kvTypeK,
+    kvCacheTypeV: kvTypeV,
+  };
+}

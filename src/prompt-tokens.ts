@@ -1,0 +1,27 @@
+// The one place a request's text becomes tokens: generate's text prompt, continue's tail,
+// prefillOnly's prompt and a prefix key's tail all go through promptTokens().
+import type { Model } from './model.js';
+import { toInt32Array } from './tokens.js';
+
+export interface PromptTokenizeOptions {
+  addSpecial: boolean;
+  parseSpecial: boolean;
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * Token ids of a prompt: given ids as they are (now), text through `model.tokenizeAsync`
+ * (later; rejects with ABORTED when `signal` fires).
+ */
+export function promptTokens(model: Model, prompt: string | Int32Array | number[], o: PromptTokenizeOptions): Int32Array | Promise<Int32Array> {
+  if (typeof prompt !== 'string') return toInt32Array(prompt);
+  return model.tokenizeAsync(prompt, { addSpecial: o.addSpecial, parseSpecial: o.parseSpecial, ...(o.signal ? { signal: o.signal } : {}) });
+}
+
+/** A prefix followed by a tail, as one array. */
+export function joinTokens(prefix: Int32Array, tail: Int32Array): Int32Array {
+  const out = new Int32Array(prefix.length + tail.length);
+  out.set(prefix, 0);
+  out.set(tail, prefix.length);
+  return out;
+}
