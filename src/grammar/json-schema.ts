@@ -3,6 +3,7 @@
 // string and array lengths, anyOf/oneOf, local $ref); keywords that only narrow values further
 // are not enforced and are reported by path in `relaxed` (see docs/api.md, "Tool grammars").
 import { RuleSet, gbnfLiteral } from './gbnf.js';
+import { firstKeys, largestOverlap, type Shape } from './branch-shapes.js';
 
 type SchemaObject = Readonly<Record<string, unknown>>;
 type Schema = SchemaObject | boolean;
@@ -77,43 +78,6 @@ function fits(value: unknown, types: readonly string[] | undefined): boolean {
   if (types === undefined) return true;
   const t = jsonType(value);
   return types.includes(t) || (t === 'integer' && types.includes('number'));
-}
-
-type Shape = { kind: 'any' } | { kind: 'scalar' } | { kind: 'array' } | { kind: 'object'; keys: ReadonlySet<string> | '*' };
-
-/** The keys an object of this schema can start with ('*': any key). */
-function firstKeys(s: SchemaObject): ReadonlySet<string> | '*' {
-  const props = isObject(s.properties) ? Object.keys(s.properties) : [];
-  const required = new Set(Array.isArray(s.required) ? s.required.map(String) : []);
-  if (props.length === 0 && required.size === 0) return s.additionalProperties === false || s.properties !== undefined ? new Set() : '*';
-  const out = new Set<string>();
-  for (const k of props) {
-    out.add(k);
-    if (required.has(k)) return out;
-  }
-  // Required keys that are not declared come after the declared ones.
-  for (const k of required) if (!props.includes(k)) return out.add(k);
-  return out;
-}
-
-function shapesOverlap(a: readonly Shape[], b: readonly Shape[]): boolean {
-  for (const x of a) {
-    for (const y of b) {
-      if (x.kind === 'scalar' || y.kind === 'scalar') continue;
-      if (x.kind === 'any' || y.kind === 'any') return true;
-      if (x.kind === 'array' && y.kind === 'array') return true;
-      if (x.kind === 'object' && y.kind === 'object') {
-        if (x.keys === '*') {
-          if (y.keys === '*' || y.keys.size > 0) return true;
-        } else if (y.keys === '*') {
-          if (x.keys.size > 0) return true;
-        } else {
-          for (const k of x.keys) if (y.keys.has(k)) return true;
-        }
-      }
-    }
-  }
-  return false;
 }
 
 function pointerEscape(key: string): string {
@@ -446,14 +410,7 @@ export class SchemaConverter {
    * Scalars never count: their ambiguity ends within the value.
    */
   #overlap(branches: readonly unknown[]): number {
-    const shapes = branches.map((b) => this.#shapes(b, 0));
-    let best = 1;
-    for (let i = 0; i < shapes.length; i++) {
-      let n = 1;
-      for (let j = 0; j < shapes.length; j++) if (j !== i && shapesOverlap(shapes[i]!, shapes[j]!)) n++;
-      best = Math.max(best, n);
-    }
-    return best;
+    return largestOverlap(branches.map((b) => this.#shapes(b, 0)));
   }
 
   /** The containers a schema's values can open (for #overlap). */
