@@ -27,7 +27,7 @@ async function main() {
   };
   // require() and import() share one module instance (no second copy of llamux's state).
   const imported = await import('llamux');
-  out.sameInstance = imported.loadModel === llamux.loadModel && imported.LlamuxError === llamux.LlamuxError;
+  out.sameInstance = imported === llamux && imported.LlamuxError === llamux.LlamuxError;
   const info = llamux.systemInfo();
   out.buildKind = info.buildKind;
   out.cpuVariant = info.cpuVariant;
