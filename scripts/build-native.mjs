@@ -11,6 +11,9 @@
 //
 // The default build is portable: libllama/libggml as shared libraries next to llamux.node
 // and the CPU backend once per ISA level, the best chosen at run time (what prebuilds ship).
+// In a checkout (a git work tree) it builds only two CPU variants: the baseline x64 and the
+// one this CPU would load (LLAMUX_CPU_VARIANTS=host, chosen by ggml's own score in
+// CMakeLists.txt); everywhere else, and always for prebuilds and packs, the shipped eight.
 //
 // Environment:
 //   LLAMA_CPP_DIR      use this llama.cpp checkout
@@ -20,8 +23,11 @@
 //   LLAMUX_BUILD_DIR   cmake build folder (default build/)
 //   LLAMUX_CMAKE_ARGS  extra cmake definitions ("GGML_CUDA_F16=ON ...")
 //   LLAMUX_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (llama.cpp and the addon)
+//   LLAMUX_CPU_VARIANTS  x86 CPU variants: host (a checkout's default), shipped (the default
+//                      elsewhere; what prebuilds ship), all (llama.cpp's list), or names
+//                      ("x64,haswell")
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -123,6 +129,19 @@ export function missingBuildTools() {
   return missing;
 }
 
+/** Whether this copy of llamux is a git checkout (a clone or a worktree), not an installed
+ * package: a checkout builds only the CPU variants its own machine runs. */
+export function isCheckout() {
+  return existsSync(join(root, '.git'));
+}
+
+/** The LLAMUX_CPU_VARIANTS value for cmake (see CMakeLists.txt). */
+export function cpuVariants() {
+  const asked = (process.env.LLAMUX_CPU_VARIANTS ?? '').trim();
+  if (asked) return asked.split(/[\s,;]+/).filter(Boolean).join(';');
+  return isCheckout() ? 'host' : 'shipped';
+}
+
 export function buildDir() {
   return resolve(root, process.env.LLAMUX_BUILD_DIR || 'build');
 }
@@ -148,6 +167,7 @@ export function build() {
   for (const [name, flag] of Object.entries(gpuFlags)) args.push(`--CD${flag}=${gpu === name ? 'ON' : 'OFF'}`);
   const native = process.env.LLAMUX_NATIVE === '1';
   args.push(`--CDLLAMUX_NATIVE=${native ? 'ON' : 'OFF'}`);
+  args.push(`--CDLLAMUX_CPU_VARIANTS=${cpuVariants()}`);
   args.push(`--CDLLAMUX_BUILD_BENCH=${process.env.LLAMUX_BUILD_BENCH === '1' ? 'ON' : 'OFF'}`);
   // Extra cmake definitions, e.g. LLAMUX_CMAKE_ARGS="GGML_CUDA_F16=ON".
   for (const def of (process.env.LLAMUX_CMAKE_ARGS ?? '').split(/\s+/).filter(Boolean)) args.push(`--CD${def}`);
@@ -162,7 +182,8 @@ export function build() {
   run(process.execPath, [cmakeJs, 'build', ...args], { env });
   const release = join(out, process.env.LLAMUX_DEBUG === '1' ? 'Debug' : 'Release');
   // What was built, read by the prebuild step and by `llamux inspect`.
-  const info = { kind: native ? 'native' : 'variants', gpu: gpu || null, sanitize, debug: process.env.LLAMUX_DEBUG === '1', llamaCpp: llamaRevision(llama) };
+  const cpu = native ? [] : readdirSync(release).map((f) => /^(?:lib)?ggml-cpu-(.+)\.(?:so|dll)$/.exec(f)?.[1]).filter(Boolean).sort();
+  const info = { kind: native ? 'native' : 'variants', gpu: gpu || null, sanitize, debug: process.env.LLAMUX_DEBUG === '1', cpuVariants: cpu, llamaCpp: llamaRevision(llama) };
   writeFileSync(join(release, 'llamux-build.json'), `${JSON.stringify(info, null, 2)}\n`);
   return release;
 }

@@ -3,26 +3,32 @@
 // node-gyp arguments, builds the portable addon with cmake-js and puts it, with the shared
 // libraries it loads (libllama, libggml, one CPU backend per ISA level), in ./build/Release
 // where prebuildify picks them up.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-// The checkout's own build/ is portable by default: reuse it (an incremental build) unless
-// it was made for something a prebuild must not be (native, sanitized, debug, GPU).
+// A prebuild ships every CPU variant (LLAMUX_CPU_VARIANTS=shipped, whatever the environment
+// says). A checkout's build/ has two of them (LLAMUX_CPU_VARIANTS=host), so the prebuild
+// builds in build-prebuild/, where later prebuilds are incremental and the checkout's build/
+// is left alone. build/ is reused only when it already holds exactly such a build (the
+// shipped variants, not native, sanitized, debug or GPU).
+const SHIPPED = ['alderlake', 'haswell', 'icelake', 'sapphirerapids', 'skylakex', 'sse42', 'x64', 'zen4'];
 function reusable(dir) {
   try {
     const info = JSON.parse(readFileSync(join(dir, 'Release', 'llamux-build.json'), 'utf8'));
-    return info.kind === 'variants' && !info.sanitize && !info.debug && !info.gpu;
+    const cpu = process.arch !== 'x64' || JSON.stringify(info.cpuVariants) === JSON.stringify(SHIPPED);
+    return info.kind === 'variants' && !info.sanitize && !info.debug && !info.gpu && cpu;
   } catch {
-    return !existsSync(join(dir, 'CMakeCache.txt'));
+    return false;
   }
 }
 
 const buildDir = reusable(join(root, 'build')) ? join(root, 'build') : join(root, 'build-prebuild');
 process.env.LLAMUX_BUILD_DIR = buildDir;
 process.env.LLAMUX_NATIVE = '0';
+process.env.LLAMUX_CPU_VARIANTS = 'shipped';
 delete process.env.LLAMUX_GPU;
 delete process.env.LLAMUX_SANITIZE;
 delete process.env.LLAMUX_DEBUG;

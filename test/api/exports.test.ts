@@ -82,7 +82,7 @@ describe('the public surface', () => {
     walk(join(srcDir, 'index.ts'));
     const gguf = [...seen].map((p) => relative(srcDir, p)).filter((p) => p.startsWith('gguf/') && p !== 'gguf/errors.ts');
     expect(gguf).toEqual([]);
-    const pkg = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { exports: Record<string, { import: string }> };
-    expect(pkg.exports['./testing']?.import).toBe('./dist/gguf/index.js');
+    const pkg = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { exports: Record<string, { default: string }> };
+    expect(pkg.exports['./testing']?.default).toBe('./dist/gguf/index.js');
   });
 });

@@ -2,7 +2,7 @@
 // loads (libllama/libggml, one CPU backend per ISA level), which must work as a folder of their
 // own, wherever it is copied.
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { projectRoot, tempDir, tinyModelPath } from '../helpers/paths.js';
@@ -12,7 +12,8 @@ const folder = join(projectRoot, 'prebuilds', tuple);
 
 describe('npm run prebuild', () => {
   it('writes a prebuild folder that node-gyp-build loads with no build folder present', { timeout: 30 * 60_000 }, () => {
-    // Reuses the checkout's portable build/ (an incremental build) when there is one.
+    // Builds the shipped CPU variants in build-prebuild/ (incremental after the first time): a
+    // checkout's build/ has only the baseline and this CPU's best (LLAMUX_CPU_VARIANTS=host).
     execFileSync(process.execPath, [join(projectRoot, 'scripts', 'prebuild.mjs')], { cwd: projectRoot, stdio: 'pipe', maxBuffer: 512 * 1024 * 1024 });
     const files = readdirSync(folder);
     const addon = files.find((f) => f.endsWith('.node'));
@@ -46,5 +47,11 @@ describe('npm run prebuild', () => {
     expect(result.dir).toBe(join(pkg, 'prebuilds', tuple));
     expect(result.variant).not.toBe('');
     expect(result.tokens).toEqual([15043, 3186]);
+
+    // The variant a checkout builds for this CPU at configure time (ggml's score, CMakeLists.txt)
+    // is the one the loader picks among all eight at run time; the baseline is there too.
+    const checkout = JSON.parse(readFileSync(join(projectRoot, 'build', 'Release', 'llamux-build.json'), 'utf8')) as { cpuVariants: string[] };
+    expect(checkout.cpuVariants).toContain('x64');
+    expect(checkout.cpuVariants).toContain(result.variant);
   });
 });

@@ -3,7 +3,8 @@
 // consumer-app.mjs: a generation on the shared tiny model and one tool call end to end on a
 // scripted model. Four ways: npm with the prebuild; npm with no compiler or cmake on PATH;
 // npm with LLAMUX_BUILD_FROM_SOURCE=1 and no node-llama-cpp anywhere (bundled source); pnpm
-// (a symlinked layout). And a binary that cannot load gives llamux's one error.
+// (a symlinked layout). A CommonJS app (consumer-app.cjs) require()s every export path and
+// type-checks against them. And a binary that cannot load gives llamux's one error.
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -135,6 +136,63 @@ describe('the packed llamux in a fresh app', () => {
     const out = runApp(dir);
     expect(out.buildKind).toBe('variants');
   }, 60 * MINUTE);
+
+  it('works from CommonJS: require() of every export path, and their types', () => {
+    const dir = join(work, 'cjs app');
+    mkdirSync(dir, { recursive: true });
+    // No "type": a CommonJS project, as Electron and NestJS apps are.
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'cjs-app', version: '1.0.0', private: true }));
+    copyFileSync(join(projectRoot, 'test', 'package', 'consumer-app.cjs'), join(dir, 'app.cjs'));
+    const r = timedInstall('npm install (CommonJS app)', 'npm', ['install', '--foreground-scripts', '--no-audit', '--no-fund', tarball], dir);
+    expect(r.stdout + r.stderr).toMatch(/llamux: using the prebuilt native addon/);
+    const run = must(sh(process.execPath, ['app.cjs', tinyModelPath, main.prompt, join(dir, 'fixtures')], dir), 'the CommonJS app');
+    // require(esm) of a graph without top-level await: no warning, no error
+    expect(run.stderr).not.toMatch(/ExperimentalWarning|ERR_REQUIRE/);
+    const out = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    console.log(`llamux consumer: require() of the four export paths: ${(out.requireMs as number).toFixed(0)} ms`);
+    expect(out.exportKinds).toEqual({
+      loadModel: 'function', systemInfo: 'function', defineTool: 'function', runToolCalls: 'function', createServer: 'function', ensureTestModels: 'function',
+    });
+    expect(out.sameInstance).toBe(true);
+    expect(out.buildKind).toBe('variants');
+    expect(out.roundTrip).toBe(true);
+    expect(out.tinyGenerated).toBe(8);
+    const span = main.greedyText.slice(main.greedyText.indexOf('<tool_call>') + '<tool_call>'.length, main.greedyText.indexOf('</tool_call>'));
+    expect(out.spans).toEqual([span]);
+    expect(JSON.parse(out.toolResult as string)).toEqual({ city: 'Paris', forecast: 'sunny' });
+    expect(out.serverStatus).toBe(200);
+    expect(out.serverModels).toBe(1);
+
+    // The types a CommonJS TypeScript project sees: `module: nodenext` (a .cts file, require of
+    // ESM types, TypeScript 5.8+) and the classic `module: commonjs` (node10 resolution, which
+    // ignores "exports": the subpaths come from "typesVersions").
+    const check = [
+      "import llamux = require('llamux');",
+      "import tools = require('llamux/tools');",
+      "import server = require('llamux/server');",
+      "import testing = require('llamux/testing');",
+      'export async function run(path: string): Promise<string> {',
+      '  const model: llamux.Model = await llamux.loadModel(path);',
+      "  const tool = tools.defineTool({ name: 't', parameters: { type: 'object', properties: {} }, handler: () => 'ok' });",
+      '  const s: server.LlamuxServer = await server.createServer({ model, port: 0 });',
+      "  const names: readonly testing.TestModelName[] = testing.TEST_MODEL_NAMES;",
+      '  await s.close();',
+      '  return `${tool.name} ${names.length} ${llamux.systemInfo().cpuVariant}`;',
+      '}',
+      '',
+    ].join('\n');
+    writeFileSync(join(dir, 'check.cts'), check);
+    writeFileSync(join(dir, 'check.ts'), check);
+    const tsc = join(projectRoot, 'node_modules', 'typescript', 'bin', 'tsc');
+    const typeRoots = join(projectRoot, 'node_modules', '@types');
+    const common = ['--noEmit', '--strict', '--skipLibCheck', '--target', 'es2022', '--typeRoots', typeRoots, '--types', 'node'];
+    const nodenext = sh(process.execPath, [tsc, ...common, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'check.cts'], dir);
+    expect(nodenext.stdout + nodenext.stderr, 'tsc --module nodenext').toBe('');
+    expect(nodenext.status).toBe(0);
+    const classic = sh(process.execPath, [tsc, ...common, '--module', 'commonjs', '--moduleResolution', 'node10', 'check.ts'], dir);
+    expect(classic.stdout + classic.stderr, 'tsc --module commonjs').toBe('');
+    expect(classic.status).toBe(0);
+  }, 10 * MINUTE);
 
   it('reports a binary that cannot load with one error that says what to do', () => {
     const dir = newProject('broken app');
