@@ -304,6 +304,8 @@ void Scheduler::Release(Request &r, bool keepKv) {
   // The sequence's token list already mirrors its KV (tokens below nPast). A pinned
   // session keeps that KV even after an abort; otherwise a failed request's KV goes.
   if (!keepKv && !pinned) s->Clear();
+  // a turn boundary: the end of a request (recurrent/hybrid memories; no-op otherwise)
+  if (keepKv || pinned) s->TakeCheckpoint();
   s->lastUsed = Clock::now();
   if (pinned) sessions_.Leave(r, *s, keepKv);
   if (r.p->prefillOnly && keepKv && !pinned) {

@@ -182,6 +182,7 @@ export interface NativeStats {
   cacheOutcome: 'exact' | 'partial' | 'sticky' | 'restored' | 'cold';
   cacheTier: '' | 'live' | 'shared' | 'ram' | 'disk';
   restoreMs: number;
+  checkpoint?: number;
 }
 
 export interface NativeCacheStats {
@@ -279,6 +280,7 @@ export interface NativeContext {
 export interface NativeReuseInputs {
   enabled?: boolean;
   canTruncate?: boolean;
+  checkpoints?: boolean;
   unifiedKv?: boolean;
   pinned?: boolean;
   minGain?: number;
