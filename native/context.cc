@@ -434,6 +434,9 @@ Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
   o.Set("kvCellsTotal", static_cast<double>(c.kvCellsTotal.load()));
   o.Set("preemptions", static_cast<double>(c.preemptions.load()));
   o.Set("idleSpills", static_cast<double>(c.idleSpills.load()));
+  o.Set("checkpoints", static_cast<double>(c.checkpoints.load()));
+  o.Set("checkpointBytes", static_cast<double>(c.checkpointBytes.load()));
+  o.Set("checkpointRestores", static_cast<double>(c.checkpointRestores.load()));
   return o;
 }
 

@@ -163,7 +163,10 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const Measure
     // a memory that cannot drop a tail restores its newest checkpoint at or below `keep`
     bool viaCheckpoint = target.UsesCheckpoints();
     keep = target.TruncateTo(keep);
-    if (viaCheckpoint && keep > 0 && !r.preempt.resumed) r.stats.checkpoint = static_cast<int32_t>(keep);
+    if (viaCheckpoint && keep > 0) {
+      d_.counters->checkpointRestores++;
+      if (!r.preempt.resumed) r.stats.checkpoint = static_cast<int32_t>(keep);
+    }
   }
   return keep;
 }

@@ -168,6 +168,13 @@ void Scheduler::UpdateCounters() {
   }
   counters_.pinned = sessions_.PinnedCount();
   counters_.restores = tiers_ ? tiers_->restores : 0;
+  uint64_t n = 0, bytes = 0;
+  for (const auto &s : sequences_) {
+    n += s.Checkpoints().size();
+    bytes += s.CheckpointBytes();
+  }
+  counters_.checkpoints = n;
+  counters_.checkpointBytes = bytes;
 }
 
 bool Scheduler::Admit() {

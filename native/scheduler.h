@@ -77,6 +77,8 @@ struct CacheCounters {
   std::atomic<int64_t> kvCellsUsed{0}, kvCellsTotal{0};
   std::atomic<uint64_t> preemptions{0};  // requests that gave up their KV to a full cache
   std::atomic<uint64_t> idleSpills{0};   // idle sequences moved to RAM so they stop taxing attention
+  std::atomic<uint64_t> checkpoints{0}, checkpointBytes{0};  // held by the sequences (recurrent/hybrid)
+  std::atomic<uint64_t> checkpointRestores{0};
 };
 
 class Scheduler {

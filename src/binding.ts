@@ -208,6 +208,16 @@ export interface NativeCacheStats {
   preemptions: number;
   /** Idle sequences moved to the RAM tier because their cells widened running requests' attention window. */
   idleSpills: number;
+  /**
+   * Recurrent and hybrid models: checkpoints (partial states at turn boundaries) the sequences
+   * hold now, at most 4 per sequence and 256 MiB per sequence, and their bytes (outside the RAM
+   * tier's budget; a state saved to the RAM or disk tier carries its sequence's checkpoints
+   * inside that tier's budget). 0 for attention-only models.
+   */
+  checkpoints: number;
+  checkpointBytes: number;
+  /** Prompts served by restoring a checkpoint (the sequence's KV cut back to it). */
+  checkpointRestores: number;
 }
 
 /** What llama.cpp applied when it created a context (public as ContextSettings). */

@@ -1,13 +1,14 @@
 // Checkpoints for recurrent and hybrid memories (issue 24, item 3): a prompt that diverges
 // after a checkpoint restores it and prefills only the rest, from a live sequence, a session,
 // the RAM tier and the disk tier after a restart; the output equals a cold single-sequence run.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ZooModelDescription } from '../../src/gguf/index.js';
-import { loadModel, type GenerateResult, type Model } from '../../src/index.js';
+import { buildZooSpec, encodeGguf, val, type ZooModelDescription } from '../../src/gguf/index.js';
+import { LlamuxError, loadModel, type GenerateResult, type Model } from '../../src/index.js';
 import { ONE_THREAD } from '../helpers/models.js';
+import { llamaCppModelsDir } from '../helpers/paths.js';
 import { zooModels } from '../helpers/zoo.js';
 
 const STEPS = 6;
@@ -65,5 +66,106 @@ describe('checkpoints on a hybrid model (qwen35)', () => {
     } finally {
       await ctx.dispose();
     }
+  }, 60_000);
+
+  it('a session: a new prompt diverging from its transcript restores a checkpoint of its own sequence', async () => {
+    const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 1024, sequences: 2, cacheRamMb: 0 });
+    try {
+      const chat = ctx.createSession({ id: 'chat' });
+      const a = await chat.generate({ prompt: base, temperature: 0, maxTokens: STEPS, emitTokenIds: true }).result;
+      // continue(): the transcript extends, the whole state is kept (sticky)
+      const c = await chat.continue(tail, { temperature: 0, maxTokens: STEPS, emitTokenIds: true }).result;
+      expect(c.cache.outcome).toBe('sticky');
+      expect(c.cache.checkpoint).toBeUndefined();
+      expect(ids(c)).toEqual(ids(await cold([...base, ...ids(a).slice(0, STEPS - 1), ...tail])));
+      // a prompt that rewrites the conversation after the first prompt
+      const other = Array.from(model.tokenize(' ' + words(12, 5), { addSpecial: false }));
+      const rewritten = [...base, ...other];
+      const b = await chat.generate({ prompt: rewritten, temperature: 0, maxTokens: STEPS, emitTokenIds: true }).result;
+      expect(b.cache).toMatchObject({ tier: 'live', checkpoint: base.length - 1, reusedTokens: base.length - 1 });
+      expect(ids(b)).toEqual(ids(await cold(rewritten)));
+      const stats = ctx.cacheStats();
+      expect(stats.checkpoints).toBeGreaterThan(0);
+      expect(stats.checkpoints).toBeLessThanOrEqual(4 * 2);
+      expect(stats.checkpointRestores).toBeGreaterThanOrEqual(1);
+      report.push(`  session: rewritten prompt of ${rewritten.length} tokens: prefilled ${b.prefilledTokens} (cold: ${rewritten.length}); ${stats.checkpoints} checkpoints, ${stats.checkpointBytes} bytes`);
+    } finally {
+      await ctx.dispose();
+    }
+  }, 60_000);
+
+  it('the RAM tier: a saved state carries its checkpoints, under the budget', async () => {
+    const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 1024, sequences: 1, cacheRamMb: 16 });
+    try {
+      const a = await ctx.complete({ prompt: base, temperature: 0, maxTokens: STEPS, emitTokenIds: true });
+      expect(a.cache.outcome).toBe('cold');
+      // an unrelated prompt takes the only sequence: the first one's state goes to the RAM tier
+      const unrelated = Array.from(model.tokenize(words(40, 9), { addSpecial: false }));
+      await ctx.complete({ prompt: unrelated, temperature: 0, maxTokens: 2 });
+      expect(ctx.cacheStats().ramEntries).toBeGreaterThan(0);
+      const diverged = [...base, ...tail];
+      const b = await ctx.complete({ prompt: diverged, temperature: 0, maxTokens: STEPS, emitTokenIds: true });
+      expect(b.cache).toMatchObject({ outcome: 'restored', tier: 'ram', reusedTokens: base.length - 1, checkpoint: base.length - 1 });
+      expect(ids(b)).toEqual(ids(await cold(diverged)));
+      const stats = ctx.cacheStats();
+      expect(stats.ramBytes).toBeLessThanOrEqual(stats.ramBudget);
+      report.push(`  ram: diverging prompt of ${diverged.length} tokens: prefilled ${b.prefilledTokens}; RAM tier ${stats.ramEntries} entries, ${stats.ramBytes} of ${stats.ramBudget} bytes`);
+    } finally {
+      await ctx.dispose();
+    }
+  }, 60_000);
+
+  it('the disk tier after a restart: the state file carries its checkpoints', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llamux-ckpt-'));
+    dirs.push(dir);
+    const first = await model.createContext({ ...ONE_THREAD, contextSize: 1024, sequences: 1, cacheRamMb: 0, cacheDir: dir });
+    await first.complete({ prompt: base, temperature: 0, maxTokens: STEPS });
+    await first.dispose();
+    const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 1024, sequences: 1, cacheRamMb: 0, cacheDir: dir });
+    try {
+      expect(ctx.cacheStats().diskEntries).toBeGreaterThan(0);
+      const diverged = [...base, ...tail];
+      const b = await ctx.complete({ prompt: diverged, temperature: 0, maxTokens: STEPS, emitTokenIds: true });
+      expect(b.cache).toMatchObject({ outcome: 'restored', tier: 'disk', reusedTokens: base.length - 1, checkpoint: base.length - 1 });
+      expect(ids(b)).toEqual(ids(await cold(diverged)));
+      const stats = ctx.cacheStats();
+      expect(stats.diskBytes).toBeLessThanOrEqual(stats.diskBudget);
+      report.push(`  disk: diverging prompt of ${diverged.length} tokens after a restart: prefilled ${b.prefilledTokens}`);
+    } finally {
+      await ctx.dispose();
+    }
+  }, 60_000);
+
+  it('keeps at most 4 checkpoints per sequence', async () => {
+    const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 2048, sequences: 1, cacheRamMb: 0 });
+    try {
+      const chat = ctx.createSession({ id: 'long' });
+      await chat.generate({ prompt: base, temperature: 0, maxTokens: 2 }).result;
+      for (let i = 0; i < 4; i++) await chat.continue(tail, { temperature: 0, maxTokens: 2 }).result;
+      const stats = ctx.cacheStats();
+      expect(stats.checkpoints).toBe(4);
+      expect(stats.checkpointBytes).toBeGreaterThan(0);
+    } finally {
+      await ctx.dispose();
+    }
+  }, 60_000);
+});
+
+describe('a model without a vocabulary', () => {
+  it('is refused at load with UNSUPPORTED, and the process lives on', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llamux-novocab-'));
+    dirs.push(dir);
+    const built = await buildZooSpec('llama', { vocabDir: llamaCppModelsDir });
+    const metadata = [...built.spec.metadata].filter(([k]) => !k.startsWith('tokenizer.'));
+    metadata.push(['tokenizer.ggml.model', val.string('none')]);
+    const path = join(dir, 'no-vocab.gguf');
+    writeFileSync(path, encodeGguf({ ...built.spec, metadata }));
+    const e = await loadModel(path).then(() => undefined, (err: unknown) => err);
+    expect(e).toBeInstanceOf(LlamuxError);
+    expect((e as LlamuxError).code).toBe('UNSUPPORTED');
+    expect((e as LlamuxError).message).toMatch(/no vocabulary/);
+    // the same file with its vocabulary runs
+    const ok = await cold(base);
+    expect(ok.tokens?.length).toBe(STEPS);
   }, 60_000);
 });
