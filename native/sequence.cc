@@ -210,8 +210,8 @@ size_t Sequence::ComputedBeyond() const {
 
 void Sequence::DropUncommitted() {
   if (partial_) {
-    // the recurrent state ran past Size(): nothing to drop when it did not
-    if (ComputedBeyond() == 0) return;
+    // After an aborted decode the recurrent state may have run past Size() (llama.cpp cannot
+    // drop the aborted ubatch from it): always back to the newest checkpoint at or below Size().
     size_t n = tokens_.size();
     if (n == 0 || !RestoreCheckpoint(n)) Clear();
     return;

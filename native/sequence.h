@@ -80,7 +80,8 @@ class Sequence {
   // ubatches stay in the KV).
   size_t ComputedBeyond() const;
   // Drops cells past Size() (what an aborted decode left half done). When the memory cannot
-  // drop a tail the sequence is cleared; callers read Size() afterwards.
+  // drop a tail it goes back to its newest checkpoint at or below Size(), or is cleared;
+  // callers read Size() afterwards.
   void DropUncommitted();
 
   // ---- checkpoints (recurrent/hybrid memories) -------------------------------------------

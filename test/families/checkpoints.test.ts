@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildZooSpec, encodeGguf, val, type ZooModelDescription } from '../../src/gguf/index.js';
-import { LlamuxError, loadModel, type GenerateResult, type Model } from '../../src/index.js';
+import { LlamuxError, loadModel, type Context, type GenerateResult, type Model } from '../../src/index.js';
 import { ONE_THREAD } from '../helpers/models.js';
 import { llamaCppModelsDir } from '../helpers/paths.js';
 import { zooModels } from '../helpers/zoo.js';
@@ -48,6 +48,38 @@ async function cold(prompt: number[]): Promise<GenerateResult> {
   }
 }
 
+/**
+ * The top-1/top-2 logit gap of the first generated token, by bisection on a logitBias against
+ * the greedy token, to 1/1024 logit: the logits of a restored state against a cold one. Every
+ * probe goes through `ctx`'s reuse path again (an exact repeat: the checkpoint one token short
+ * of the prompt). A weak probe on the zoo: its logits depend on the last tokens far more than
+ * on the rest (the gap of qwen35 after these prompts is 7.8589 with or without one token 20
+ * positions back), so it catches a state that is wrong near the end, not a subtle one.
+ */
+async function gap(ctx: Context, prompt: number[]): Promise<number> {
+  const first = (await ctx.complete({ prompt, temperature: 0, maxTokens: 1, emitTokenIds: true })).tokens![0]!;
+  let lo = 0;
+  let hi = 16;
+  while (hi - lo > 1 / 1024) {
+    const mid = (lo + hi) / 2;
+    const r = await ctx.complete({ prompt, temperature: 0, maxTokens: 1, emitTokenIds: true, logitBias: new Map([[first, -mid]]) });
+    if (r.tokens![0] === first) lo = mid;
+    else hi = mid;
+  }
+  return (lo + hi) / 2;
+}
+/** Same state, same logits: F32 blocks on one CPU thread differ by rounding only (about 1e-5). */
+const GAP_TOLERANCE = 2 / 1024;
+
+async function coldGap(prompt: number[]): Promise<number> {
+  const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 1024, sequences: 1, prefixCache: false, cacheRamMb: 0 });
+  try {
+    return await gap(ctx, prompt);
+  } finally {
+    await ctx.dispose();
+  }
+}
+
 describe('checkpoints on a hybrid model (qwen35)', () => {
   it('a live sequence: a prompt diverging after the first prompt restores its checkpoint', async () => {
     const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 1024, sequences: 1, cacheRamMb: 0 });
@@ -62,6 +94,8 @@ describe('checkpoints on a hybrid model (qwen35)', () => {
       const again = await ctx.complete({ prompt: base, temperature: 0, maxTokens: STEPS, emitTokenIds: true });
       expect(again.cache).toMatchObject({ reusedTokens: base.length - 1, checkpoint: base.length - 1 });
       expect(ids(again)).toEqual(ids(a));
+      const g = await gap(ctx, diverged);
+      expect(Math.abs(g - (await coldGap(diverged)))).toBeLessThanOrEqual(GAP_TOLERANCE);
       report.push(`  live: diverging prompt of ${diverged.length} tokens: prefilled ${b.prefilledTokens} (cold: ${diverged.length})`);
     } finally {
       await ctx.dispose();
@@ -109,6 +143,7 @@ describe('checkpoints on a hybrid model (qwen35)', () => {
       expect(ids(b)).toEqual(ids(await cold(diverged)));
       const stats = ctx.cacheStats();
       expect(stats.ramBytes).toBeLessThanOrEqual(stats.ramBudget);
+      expect(Math.abs((await gap(ctx, diverged)) - (await coldGap(diverged)))).toBeLessThanOrEqual(GAP_TOLERANCE);
       report.push(`  ram: diverging prompt of ${diverged.length} tokens: prefilled ${b.prefilledTokens}; RAM tier ${stats.ramEntries} entries, ${stats.ramBytes} of ${stats.ramBudget} bytes`);
     } finally {
       await ctx.dispose();
@@ -130,6 +165,7 @@ describe('checkpoints on a hybrid model (qwen35)', () => {
       expect(ids(b)).toEqual(ids(await cold(diverged)));
       const stats = ctx.cacheStats();
       expect(stats.diskBytes).toBeLessThanOrEqual(stats.diskBudget);
+      expect(Math.abs((await gap(ctx, diverged)) - (await coldGap(diverged)))).toBeLessThanOrEqual(GAP_TOLERANCE);
       report.push(`  disk: diverging prompt of ${diverged.length} tokens after a restart: prefilled ${b.prefilledTokens}`);
     } finally {
       await ctx.dispose();
