@@ -103,6 +103,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.threads = static_cast<int32_t>(RequireInt(env, o, "threads"));
   cfg.batchThreads = static_cast<int32_t>(RequireInt(env, o, "batchThreads"));
   cfg.unifiedKv = RequireBool(env, o, "unifiedKv");
+  cfg.swaFull = RequireBool(env, o, "swaFull");
   cfg.flashAttention = static_cast<int32_t>(RequireInt(env, o, "flashAttention"));
   cfg.kvTypeK = static_cast<int32_t>(RequireInt(env, o, "kvTypeK"));
   cfg.kvTypeV = static_cast<int32_t>(RequireInt(env, o, "kvTypeV"));

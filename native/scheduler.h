@@ -50,6 +50,7 @@ struct ContextConfig {
   int32_t threads = 0;       // 0: hardware threads
   int32_t batchThreads = 0;  // 0: same as nThreads
   bool unifiedKv = false;
+  bool swaFull = true;  // llama.cpp's swa_full: sliding-window layers keep every position
   int32_t flashAttention = 0;  // -1 auto, 0 off, 1 on
   int32_t kvTypeK = 0;         // ggml_type, -1: llama.cpp default
   int32_t kvTypeV = 0;

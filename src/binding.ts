@@ -91,6 +91,7 @@ export interface NativeContextOptions {
   /** 0: same as threads. */
   batchThreads: number;
   unifiedKv: boolean;
+  swaFull: boolean;
   /** -1 auto, 0 off, 1 on. */
   flashAttention: number;
   /** ggml type ids; -1: llama.cpp's default. */

@@ -76,6 +76,14 @@ export const ContextOptionsSchema = z
     sequences: z.number().int().min(1).max(256).default(1),
     /** Shared KV buffer across sequences (lets prefixes be shared; each sequence can use the whole context). */
     unifiedKv: z.boolean().default(true),
+    /**
+     * Sliding-window models (gemma 2-4, gpt-oss, ...): keep every position in the sliding-window
+     * layers' cache too (llama.cpp's swa_full). true (default): any prefix can be reused, like a
+     * plain KV. false: those layers keep about one window per sequence (much less KV memory),
+     * and a prompt reuses a sequence only when it extends all of it (the tail cannot be cut back
+     * once the window has moved on): other prompts are recomputed, and the report says so.
+     */
+    swaFull: z.boolean().default(true),
     /** Max tokens per llama_decode call. */
     batchSize: positiveInt.default(512),
     /** Physical micro-batch size. */
