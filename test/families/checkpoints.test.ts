@@ -172,6 +172,24 @@ describe('checkpoints on a hybrid model (qwen35)', () => {
     }
   }, 60_000);
 
+  it('an abort mid-prefill or mid-generation on a session leaves a state that continues exactly', async () => {
+    const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 2048, sequences: 2, cacheRamMb: 0, batchSize: 32, microBatchSize: 16 });
+    try {
+      const chat = ctx.createSession({ id: 'aborted' });
+      await chat.generate({ prompt: base, temperature: 0, maxTokens: 2 }).result;
+      const long = [...base, ...Array.from(model.tokenize(' ' + words(300, 7), { addSpecial: false }))];
+      for (const delayMs of [2, 15, 40]) {
+        const ac = new AbortController();
+        setTimeout(() => ac.abort(), delayMs);
+        await chat.generate({ prompt: long, temperature: 0, maxTokens: 30, signal: ac.signal }).result.catch(() => undefined);
+        const again = await chat.generate({ prompt: long, temperature: 0, maxTokens: STEPS, emitTokenIds: true }).result;
+        expect(ids(again), `abort after ${delayMs} ms`).toEqual(ids(await cold(long)));
+      }
+    } finally {
+      await ctx.dispose();
+    }
+  }, 60_000);
+
   it('keeps at most 4 checkpoints per sequence', async () => {
     const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 2048, sequences: 1, cacheRamMb: 0 });
     try {

@@ -80,8 +80,8 @@ describe('native reuse planner (PlanReuse)', () => {
     const h = { promptTokens: 100, canTruncate: false, checkpoints: true } as const;
     expect(plan({ ...h, liveTokens: 90, liveCommon: 59 })).toMatchObject({ source: 'live', common: 59, outcome: 'partial' });
     expect(plan({ ...h, canTruncate: false, checkpoints: false, liveTokens: 90, liveCommon: 59 })).toMatchObject({ source: 'none' });
-    expect(plan({ ...h, liveTokens: 0, liveCommon: 0, hasRam: true, ramCommon: 40 })).toMatchObject({ source: 'ram', common: 40 });
-    expect(plan({ ...h, liveTokens: 0, liveCommon: 0, hasDisk: true, diskCommon: 40 })).toMatchObject({ readDisk: true });
+    expect(plan({ ...h, liveTokens: 0, liveCommon: 0, ramCommon: 40 })).toMatchObject({ source: 'ram', common: 40 });
+    expect(plan({ ...h, liveTokens: 0, liveCommon: 0, diskCommon: 40 })).toMatchObject({ readDisk: true });
     expect(plan({ ...h, liveTokens: 10, liveCommon: 10, target: 0, sequenceCommon: [10, 90] })).toMatchObject({ source: 'live', common: 10 });
   });
 });
