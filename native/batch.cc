@@ -108,7 +108,7 @@ void Batch::KeepComputed() {
     if (r.done) continue;
     size_t keep = std::min(r.seq->ComputedBeyond(), r.tick.count);
     // a recurrent state is one position, not a list: nothing of an aborted decode is kept
-    if (r.seq->UsesCheckpoints()) keep = 0;
+    if (r.seq->PartialMemory()) keep = 0;
     if (r.tick.logitIdx >= 0 && keep == r.tick.count) keep--;
     r.seq->Append(r.tokens.data() + r.nPast, keep);
     r.nPast += keep;

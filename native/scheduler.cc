@@ -84,7 +84,10 @@ bool Scheduler::Start(std::string *error) {
   bool swaLimited = !cfg_.swaFull && llama_model_n_swa(model_) > 0;
   canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_) && !swaLimited;
   sequences_.reserve(cfg_.sequences);
-  for (uint32_t i = 0; i < cfg_.sequences; i++) sequences_.emplace_back(ctx_, static_cast<int32_t>(i));
+  for (uint32_t i = 0; i < cfg_.sequences; i++) {
+    sequences_.emplace_back(ctx_, static_cast<int32_t>(i));
+    sequences_.back().SetMaxCheckpoints(cfg_.prefixCache ? cfg_.checkpoints : 0);
+  }
   std::unique_ptr<RamTier> ram;
   std::unique_ptr<DiskTier> disk;
   if (cfg_.cacheRamBytes > 0 && cfg_.prefixCache) ram = std::make_unique<RamTier>(cfg_.cacheRamBytes);

@@ -65,6 +65,7 @@ struct ContextConfig {
   uint64_t cacheDiskBytes = 0;
   std::string modelFingerprint;
   bool prefixCache = false;  // false: every request prefills its whole prompt (a baseline)
+  uint32_t checkpoints = 4;  // per sequence, recurrent/hybrid memories (Sequence::SetMaxCheckpoints)
   // The model's RPC servers (nullptr: local). When one is gone at shutdown, the context's
   // KV (partly on that server) is leaked instead of freed: freeing would wait on it forever.
   std::shared_ptr<rpc::Group> rpc;

@@ -117,7 +117,7 @@ size_t Sequence::TruncateTo(size_t n) {
 }
 
 bool Sequence::TakeCheckpoint() {
-  if (!partial_ || tokens_.empty()) return false;
+  if (!UsesCheckpoints() || tokens_.empty()) return false;
   if (!ckpts_.empty() && ckpts_.back().pos == tokens_.size()) return false;
   DropCheckpointsAbove(tokens_.size());
   Checkpoint c;
@@ -129,7 +129,7 @@ bool Sequence::TakeCheckpoint() {
   if (got == 0) return false;
   c.state.resize(got);
   ckpts_.push_back(std::move(c));
-  while (ckpts_.size() > kMaxCheckpoints || (ckpts_.size() > 1 && CheckpointBytes() > kMaxCheckpointBytes)) {
+  while (ckpts_.size() > maxCkpts_ || (ckpts_.size() > 1 && CheckpointBytes() > kMaxCheckpointBytes)) {
     ckpts_.erase(ckpts_.begin());
   }
   return true;
@@ -188,7 +188,7 @@ bool Sequence::Restore(const std::vector<uint8_t> &blob, const std::vector<llama
     return false;
   }
   tokens_ = tokens;
-  if (partial_) {
+  if (UsesCheckpoints()) {
     for (const auto &e : entries) {
       if (e.pos == 0 || e.pos > tokens_.size()) continue;
       Checkpoint c;

@@ -15,8 +15,8 @@
 // a request ends). TruncateTo(n) / DropUncommitted on such a memory restore the newest
 // checkpoint at or below n (llama_state_seq_set_data_ext, then llama_memory_seq_rm drops the
 // attention cells past it: the recurrent cells hold nothing past it any more) and report the
-// position they kept; callers recompute from there. At most kMaxCheckpoints per sequence
-// (oldest dropped) and kMaxCheckpointBytes in all. CopyState/StateSize carry the checkpoints
+// position they kept; callers recompute from there. At most SetMaxCheckpoints (the context's
+// kvCheckpoints, default kMaxCheckpoints) per sequence (oldest dropped) and kMaxCheckpointBytes. CopyState/StateSize carry the checkpoints
 // with the full state (an envelope, "LXCP"), so the RAM and disk tiers keep them under their
 // budgets and Restore brings them back; ShareFrom copies them. Attention-only memories take none.
 //
@@ -85,14 +85,18 @@ class Sequence {
   void DropUncommitted();
 
   // ---- checkpoints (recurrent/hybrid memories) -------------------------------------------
-  static constexpr size_t kMaxCheckpoints = 4;
+  static constexpr size_t kMaxCheckpoints = 4;  // the default of ContextConfig::checkpoints
   static constexpr size_t kMaxCheckpointBytes = size_t(256) << 20;
+  // At most `n` checkpoints (0: none, and prompts are not split for them).
+  void SetMaxCheckpoints(size_t n) { maxCkpts_ = n; }
   struct Checkpoint {
     size_t pos = 0;              // tokens the state covers
     std::vector<uint8_t> state;  // partial state (LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY)
   };
-  // True when the memory cannot drop a tail (recurrent or hybrid): checkpoints are kept.
-  bool UsesCheckpoints() const { return partial_; }
+  // True when the memory cannot drop a tail (recurrent or hybrid) and checkpoints are kept.
+  bool UsesCheckpoints() const { return partial_ && maxCkpts_ > 0; }
+  // The memory cannot drop a tail (recurrent or hybrid), checkpoints or not.
+  bool PartialMemory() const { return partial_; }
   // Saves a checkpoint at Size() (no-op for attention-only memories, an empty sequence, or
   // when one is there already). Returns true when one was taken.
   bool TakeCheckpoint();
@@ -141,6 +145,7 @@ class Sequence {
   std::string session_;
   bool partial_ = false;  // recurrent/hybrid memory: checkpoints instead of seq_rm of a tail
   std::vector<Checkpoint> ckpts_;  // ascending pos
+  size_t maxCkpts_ = kMaxCheckpoints;
 };
 
 }  // namespace llamux

@@ -104,6 +104,7 @@ export interface NativeContextOptions {
   sessionTtlMs: number;
   idleKvSpillMs: number;
   prefixCache: boolean;
+  kvCheckpoints: number;
   /** '' disables the disk tier. */
   cacheDir: string;
   cacheDiskBytes: number;

@@ -232,6 +232,7 @@ export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarke
     sessionTtlMs: opts.sessionTtlMs,
     idleKvSpillMs: opts.idleKvSpillMs,
     prefixCache: opts.prefixCache,
+    kvCheckpoints: opts.kvCheckpoints,
     cacheDir: opts.cacheDir ? resolvePath(opts.cacheDir) : '',
     cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024),
     diskWriteThrough: opts.cacheWriteThrough,

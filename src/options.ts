@@ -106,6 +106,13 @@ export const ContextOptionsSchema = z
     toolCallMarkers: MarkerOptionSchema.optional(),
     /** Reuse KV across requests (live sequences, sessions, tiers). false: every prompt is prefilled in full. */
     prefixCache: z.boolean().default(true),
+    /**
+     * Recurrent/hybrid models: checkpoints (partial states at turn boundaries) kept per sequence,
+     * so a prompt diverging from a sequence or a saved state restores one instead of
+     * recomputing everything. Each costs the model's recurrent state size in host memory
+     * (at most 256 MiB per sequence in all). 0: none.
+     */
+    kvCheckpoints: z.number().int().min(0).max(32).default(4),
     /** RAM tier of saved sequence states, in MiB (0 disables it). */
     cacheRamMb: z.number().min(0).default(256),
     /** Disk tier folder for saved sequence states (survives restarts); off when unset. */

@@ -203,6 +203,25 @@ describe('checkpoints on a hybrid model (qwen35)', () => {
       await ctx.dispose();
     }
   }, 60_000);
+
+  it('kvCheckpoints bounds them per sequence; 0: none, and a diverging prompt is recomputed', async () => {
+    for (const kvCheckpoints of [2, 0]) {
+      const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 2048, sequences: 1, cacheRamMb: 0, kvCheckpoints });
+      try {
+        const chat = ctx.createSession({ id: 'bounded' });
+        await chat.generate({ prompt: base, temperature: 0, maxTokens: 2 }).result;
+        for (let i = 0; i < 3; i++) await chat.continue(tail, { temperature: 0, maxTokens: 2 }).result;
+        expect(ctx.cacheStats().checkpoints).toBe(kvCheckpoints);
+        const diverged = [...base, ...tail];
+        const b = await chat.generate({ prompt: diverged, temperature: 0, maxTokens: STEPS, emitTokenIds: true }).result;
+        expect(ids(b)).toEqual(ids(await cold(diverged)));
+        if (kvCheckpoints === 0) expect(b.cache).toMatchObject({ outcome: 'cold', reusedTokens: 0 });
+        else expect(b.reusedTokens).toBe(0); // the two newest checkpoints lie past base: recomputed
+      } finally {
+        await ctx.dispose();
+      }
+    }
+  }, 60_000);
 });
 
 describe('a model without a vocabulary', () => {
