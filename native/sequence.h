@@ -10,15 +10,16 @@
 // Checkpoints (recurrent and hybrid memories: a recurrent state keeps no per-token history,
 // so its tail cannot be dropped). The Sequence keeps a short list of partial states
 // (llama_state_seq_get_data_ext with LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent part
-// only, a few KiB to MiB), each taken after a decode that left the KV at a turn boundary
-// (Checkpoint(); Batch takes one when a prompt is prefilled up to its last token, and one when
-// a request ends). TruncateTo(n) / DropUncommitted on such a memory restore the newest
-// checkpoint at or below n (llama_state_seq_set_data_ext, then llama_memory_seq_rm drops the
-// attention cells past it: the recurrent cells hold nothing past it any more) and report the
-// position they kept; callers recompute from there. At most SetMaxCheckpoints (the context's
-// kvCheckpoints, default kMaxCheckpoints) per sequence (oldest dropped) and kMaxCheckpointBytes. CopyState/StateSize carry the checkpoints
-// with the full state (an envelope, "LXCP"), so the RAM and disk tiers keep them under their
-// budgets and Restore brings them back; ShareFrom copies them. Attention-only memories take none.
+// only, a few KiB to MiB), each taken by TakeCheckpoint() at a turn boundary: Batch stops a
+// prompt one token short and takes one there, the Scheduler takes one when a request ends.
+// TruncateTo(n) / DropUncommitted on such a memory restore the newest checkpoint at or below
+// n (llama_state_seq_set_data_ext, then llama_memory_seq_rm drops the attention cells past it:
+// the recurrent cells hold nothing past it any more) and report the position they kept;
+// callers recompute from there. At most SetMaxCheckpoints (the context's kvCheckpoints,
+// default kMaxCheckpoints) per sequence, oldest dropped, and kMaxCheckpointBytes in all.
+// CopyState/StateSize carry the checkpoints with the full state (an envelope, "LXCP"), so the
+// RAM and disk tiers keep them under their budgets and Restore brings them back; ShareFrom
+// copies them. Attention-only memories take none.
 //
 // Room for what comes next:
 //   - draft rollback: Append() the drafted tokens as they are decoded, then
