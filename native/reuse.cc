@@ -49,7 +49,10 @@ Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const S
     // A busy sequence's token list is its computed KV (positions below never change).
     for (const auto &s : *d_.sequences) {
       const std::string &owner = s.req != nullptr ? s.req->p->cacheScope : s.scope;
-      in.sequenceCommon.push_back(owner == scope ? CommonPrefix(s.Tokens(), r.tokens) : 0);
+      size_t c = owner == scope ? CommonPrefix(s.Tokens(), r.tokens) : 0;
+      // checkpoints: the whole sequence is copied, then cut back to one of its checkpoints
+      if (in.checkpoints && c > 0) c = s.KeepableAt(keepLimit(c));
+      in.sequenceCommon.push_back(c);
     }
   }
   if (!scope.empty()) return m;  // the prefix tiers hold shared-scope KV only
@@ -116,7 +119,9 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const Measure
     }
     case ReuseSource::Shared: {
       target.SaveIfWorth(tiers, plan.common, Overwrite::Replace);
-      target.ShareFrom((*d_.sequences)[static_cast<size_t>(plan.shareFrom)], plan.common);
+      // A recurrent cell holds one position: the whole source is copied (with its checkpoints)
+      // and cut back to plan.common below, a checkpoint restore.
+      target.ShareFrom((*d_.sequences)[static_cast<size_t>(plan.shareFrom)], in.checkpoints ? SIZE_MAX : plan.common);
       d_.counters->shares++;
       break;
     }

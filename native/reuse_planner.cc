@@ -54,7 +54,7 @@ ReusePlan PlanReuse(const ReuseInputs &in) {
       plan.common = c;
     }
   }
-  if (in.unifiedKv && in.canTruncate) {
+  if (in.unifiedKv && partialOk) {
     int32_t from = -1;
     size_t fromCommon = plan.common;
     for (size_t i = 0; i < in.sequenceCommon.size(); i++) {

@@ -7,7 +7,8 @@
 //   live     the target sequence's own KV (the pinned session's, or a free sequence's)
 //   session  the request's spilled session, saved in the RAM tier (any gain; whole state
 //            only when the memory cannot truncate and keeps no checkpoints)
-//   shared   another sequence's KV, copied by cell tags (unified KV only; >= minGain)
+//   shared   another sequence's KV, copied by cell tags (unified KV only; >= minGain; with
+//            checkpoints: the whole sequence, then cut back to one of its checkpoints)
 //   ram      the RAM tier's longest prefix entry (>= minGain)
 //   disk     the disk tier: read on the I/O thread first (the request waits), then
 //            restored when the read is back (>= minGain)

@@ -127,12 +127,23 @@ describe.each(ZOO_ARCHITECTURES)('%s: every path against a cold single-sequence 
       const shared = await ctx.complete(opts(other));
       expect(ids(shared)).toEqual(ids(await cold(other)));
       if (HYBRID.has(arch)) {
-        // a recurrent state cannot be shared by cell tags: recomputed, and the report says so
-        expect(shared.cache.tier).not.toBe('shared');
+        // no checkpoint of the pinned sequence at or below 30: recomputed, and the report says so
+        expect(shared.cache).toMatchObject({ outcome: 'cold', reusedTokens: 0 });
       } else {
         expect(shared.cache).toMatchObject({ tier: 'shared', reusedTokens: 30 });
       }
-      note('shared', shared);
+      note('shared30', shared);
+      // sharing the whole base: hybrids copy the sequence and restore its checkpoint at base - 1
+      const other2 = [...base, ...tok(' ' + words(10, 34))];
+      const shared2 = await ctx.complete(opts(other2));
+      expect(ids(shared2)).toEqual(ids(await cold(other2)));
+      expect(shared2.cache).toMatchObject({ tier: 'shared', reusedTokens: HYBRID.has(arch) ? base.length - 1 : base.length });
+      if (HYBRID.has(arch)) expect(shared2.cache.checkpoint).toBe(base.length - 1);
+      note('shared40', shared2);
+      // the sequence shared from goes on exactly
+      const pinned = await s.generate(opts(base)).result;
+      const goOn = await s.continue(tail, { temperature: 0, maxTokens: STEPS, emitTokenIds: true }).result;
+      expect(ids(goOn)).toEqual(ids(await cold([...base, ...ids(pinned), ...tail])));
       await s.end();
     } finally {
       await ctx.dispose();

@@ -76,12 +76,13 @@ describe('native reuse planner (PlanReuse)', () => {
     ));
   });
 
-  it('recurrent/hybrid memories with checkpoints: live, RAM and disk reuse up to a checkpoint; no copies by cell tags', () => {
+  it('recurrent/hybrid memories with checkpoints: live, shared, RAM and disk reuse up to a checkpoint', () => {
     const h = { promptTokens: 100, canTruncate: false, checkpoints: true } as const;
     expect(plan({ ...h, liveTokens: 90, liveCommon: 59 })).toMatchObject({ source: 'live', common: 59, outcome: 'partial' });
     expect(plan({ ...h, canTruncate: false, checkpoints: false, liveTokens: 90, liveCommon: 59 })).toMatchObject({ source: 'none' });
     expect(plan({ ...h, liveTokens: 0, liveCommon: 0, ramCommon: 40 })).toMatchObject({ source: 'ram', common: 40 });
     expect(plan({ ...h, liveTokens: 0, liveCommon: 0, diskCommon: 40 })).toMatchObject({ readDisk: true });
-    expect(plan({ ...h, liveTokens: 10, liveCommon: 10, target: 0, sequenceCommon: [10, 90] })).toMatchObject({ source: 'live', common: 10 });
+    expect(plan({ ...h, liveTokens: 10, liveCommon: 10, target: 0, sequenceCommon: [10, 90] })).toMatchObject({ source: 'shared', common: 90, shareFrom: 1 });
+    expect(plan({ ...h, checkpoints: false, liveTokens: 10, liveCommon: 10, target: 0, sequenceCommon: [10, 90] })).toMatchObject({ source: 'live', common: 10 });
   });
 });
