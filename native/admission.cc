@@ -17,7 +17,7 @@ Sequence *Scheduler::FreeSequence(const std::vector<llama_token> &prompt, const 
   for (auto &s : sequences_) {
     if (s.req != nullptr || s.Pinned()) continue;
     size_t c = s.scope == scope ? CommonPrefix(s.Tokens(), prompt) : 0;
-    if (!canTruncate_ && c < s.Size()) c = 0;
+    if (!canTruncate_ && c < s.Size()) c = s.KeepableAt(c);  // its newest checkpoint at or below c
     if (best == nullptr || c > bestCommon || (c == bestCommon && s.Size() < best->Size())) {
       best = &s;
       bestCommon = c;

@@ -66,6 +66,13 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
     // and recomputes its prompt + output here (paused: later).
     if (r.nGenerated > 0 && (pending == 1 || r.paused)) continue;
     size_t n = std::min(pending, static_cast<size_t>(prefillAllowance));
+    // A memory that keeps checkpoints stops a prompt one token short, so a checkpoint can be
+    // taken there (Commit): a later request with the same prompt keeps all but the token it
+    // decodes for logits.
+    if (r.seq->UsesCheckpoints() && r.nGenerated == 0 && r.nPrompt >= 2) {
+      size_t stop = r.nPrompt - 1;
+      if (r.nPast < stop && r.nPast + n > stop) n = stop - r.nPast;
+    }
     if (!r.time.prefillStarted) {
       r.time.prefillStarted = true;
       r.time.prefillStart = Clock::now();
@@ -89,6 +96,8 @@ void Batch::Commit() {
     Request &r = *rp;
     r.seq->Append(r.tokens.data() + r.nPast, r.tick.count);
     r.nPast += r.tick.count;
+    // a turn boundary: the prompt minus its last token (see Build)
+    if (r.nGenerated == 0 && r.nPrompt >= 2 && r.nPast == r.nPrompt - 1) r.seq->TakeCheckpoint();
   }
 }
 
@@ -98,6 +107,8 @@ void Batch::KeepComputed() {
     Request &r = *rp;
     if (r.done) continue;
     size_t keep = std::min(r.seq->ComputedBeyond(), r.tick.count);
+    // a recurrent state is one position, not a list: nothing of an aborted decode is kept
+    if (r.seq->PartialMemory()) keep = 0;
     if (r.tick.logitIdx >= 0 && keep == r.tick.count) keep--;
     r.seq->Append(r.tokens.data() + r.nPast, keep);
     r.nPast += keep;

@@ -103,6 +103,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.threads = static_cast<int32_t>(RequireInt(env, o, "threads"));
   cfg.batchThreads = static_cast<int32_t>(RequireInt(env, o, "batchThreads"));
   cfg.unifiedKv = RequireBool(env, o, "unifiedKv");
+  cfg.swaFull = RequireBool(env, o, "swaFull");
   cfg.flashAttention = static_cast<int32_t>(RequireInt(env, o, "flashAttention"));
   cfg.kvTypeK = static_cast<int32_t>(RequireInt(env, o, "kvTypeK"));
   cfg.kvTypeV = static_cast<int32_t>(RequireInt(env, o, "kvTypeV"));
@@ -116,6 +117,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.cacheDiskBytes = static_cast<uint64_t>(RequireNumber(env, o, "cacheDiskBytes"));
   cfg.modelFingerprint = model_->fingerprint;
   cfg.prefixCache = RequireBool(env, o, "prefixCache");
+  cfg.checkpoints = static_cast<uint32_t>(RequireInt(env, o, "kvCheckpoints"));
   cfg.rpc = model_->rpc;
   ReadVocabTokens(env, o, "markerStart", model_->n_vocab, &cfg.markers.start);
   ReadVocabTokens(env, o, "markerEnd", model_->n_vocab, &cfg.markers.end);
@@ -434,6 +436,9 @@ Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
   o.Set("kvCellsTotal", static_cast<double>(c.kvCellsTotal.load()));
   o.Set("preemptions", static_cast<double>(c.preemptions.load()));
   o.Set("idleSpills", static_cast<double>(c.idleSpills.load()));
+  o.Set("checkpoints", static_cast<double>(c.checkpoints.load()));
+  o.Set("checkpointBytes", static_cast<double>(c.checkpointBytes.load()));
+  o.Set("checkpointRestores", static_cast<double>(c.checkpointRestores.load()));
   return o;
 }
 

@@ -20,6 +20,7 @@ Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
   o.Set("cacheOutcome", s.cacheOutcome);
   o.Set("cacheTier", s.cacheTier);
   o.Set("restoreMs", s.restoreMs);
+  if (s.checkpoint >= 0) o.Set("checkpoint", s.checkpoint);
   return o;
 }
 

@@ -133,7 +133,28 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
       SetError(message_);
       return;
     }
+    if (RefuseWithoutVocabulary()) return;
     fingerprint_ = Fingerprint(opts_.path, model_);
+  }
+
+  // A model without a vocabulary (tokenizer.ggml.model "none") loads in llama.cpp but aborts
+  // the process on its first generation (GGML_ASSERT in llama-vocab.cpp): refused here with a
+  // typed error. True when refused (the model is freed).
+  bool RefuseWithoutVocabulary() {
+    const llama_vocab *vocab = llama_model_get_vocab(model_);
+    if (llama_vocab_type(vocab) != LLAMA_VOCAB_TYPE_NONE) return false;
+    llama_model *m = model_;
+    model_ = nullptr;
+    if (group_) {
+      rpc::RunGuarded(group_, [m] { llama_model_free(m); }, 10000);
+    } else {
+      llama_model_free(m);
+    }
+    code_ = ErrorCode::Unsupported;
+    message_ = "Model \"" + opts_.path +
+               "\" has no vocabulary (tokenizer.ggml.model is \"none\"): llamux needs a tokenizer to run a model";
+    SetError(message_);
+    return true;
   }
 
   // A model with layers on RPC servers: connect and load on a helper thread, and give up on
@@ -227,6 +248,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     }
     model_ = st->model;
     st->model = nullptr;
+    if (RefuseWithoutVocabulary()) return;
     fingerprint_ = Fingerprint(opts_.path, model_);
   }
 

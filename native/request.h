@@ -72,6 +72,7 @@ struct FinalStats {
   std::string cacheOutcome = "cold";  // exact | partial | sticky | restored | cold
   std::string cacheTier;              // live | shared | ram (empty when cold)
   double restoreMs = 0;
+  int32_t checkpoint = -1;  // recurrent/hybrid memory: the checkpoint position restored (-1: none)
 };
 
 enum class EventType : uint8_t {

@@ -13,13 +13,27 @@ Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const S
   ReuseInputs &in = m.in;
   in.enabled = d_.prefixCache;
   in.canTruncate = d_.canTruncate;
+  in.checkpoints = !d_.canTruncate && target.UsesCheckpoints();
   in.unifiedKv = d_.unifiedKv;
   in.pinned = pinned;
   in.promptTokens = r.tokens.size();
+  // A memory that restores checkpoints keeps, of a common prefix c, the newest checkpoint at
+  // or below what Apply keeps of it (one prompt token is decoded for logits).
+  size_t promptLen = r.tokens.size();
+  bool prefillOnly = r.p->prefillOnly;
+  auto keepLimit = [promptLen, prefillOnly](size_t c) {
+    return prefillOnly || promptLen == 0 ? c : std::min(c, promptLen - 1);
+  };
+  auto inBlob = [&](const std::vector<uint8_t> &blob, size_t total, size_t c) {
+    if (!in.checkpoints) return c;
+    size_t lim = keepLimit(c);
+    return lim >= total ? total : Sequence::KeepableInBlob(blob, total, lim);
+  };
   // Another scope's KV is never reused (tenant isolation): it counts as nothing shared.
   const std::string &scope = r.p->cacheScope;
   in.liveTokens = target.Size();
   in.liveCommon = target.scope == scope ? CommonPrefix(target.Tokens(), r.tokens) : 0;
+  if (in.checkpoints) in.liveCommon = target.KeepableAt(keepLimit(in.liveCommon));
   in.target = target.Id();
   if (!d_.prefixCache) return m;
   RamTier *ram = d_.tiers->Ram();
@@ -28,21 +42,25 @@ Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const S
       m.spilled = e;
       in.hasSession = true;
       in.sessionTokens = e->tokens.size();
-      in.sessionCommon = CommonPrefix(e->tokens, r.tokens);
+      in.sessionCommon = inBlob(e->blob, e->tokens.size(), CommonPrefix(e->tokens, r.tokens));
     }
   }
   if (d_.unifiedKv) {
     // A busy sequence's token list is its computed KV (positions below never change).
     for (const auto &s : *d_.sequences) {
       const std::string &owner = s.req != nullptr ? s.req->p->cacheScope : s.scope;
-      in.sequenceCommon.push_back(owner == scope ? CommonPrefix(s.Tokens(), r.tokens) : 0);
+      size_t c = owner == scope ? CommonPrefix(s.Tokens(), r.tokens) : 0;
+      // checkpoints: the whole sequence is copied, then cut back to one of its checkpoints
+      if (in.checkpoints && c > 0) c = s.KeepableAt(keepLimit(c));
+      in.sequenceCommon.push_back(c);
     }
   }
   if (!scope.empty()) return m;  // the prefix tiers hold shared-scope KV only
   if (ram != nullptr) {
     size_t c = 0;
-    in.hasRam = ram->Lookup(r.tokens, &c) != nullptr;
-    in.ramCommon = c;
+    CacheEntry *e = ram->Lookup(r.tokens, &c);
+    in.hasRam = e != nullptr;
+    in.ramCommon = e != nullptr ? inBlob(e->blob, e->tokens.size(), c) : 0;
   }
   DiskTier *disk = d_.tiers->Disk();
   if (disk != nullptr && !r.disk.ready && !r.disk.pending) {
@@ -52,7 +70,7 @@ Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const S
   }
   if (r.disk.ready) {
     in.diskReady = true;
-    in.diskReadyCommon = CommonPrefix(r.disk.tokens, r.tokens);
+    in.diskReadyCommon = inBlob(r.disk.blob, r.disk.tokens.size(), CommonPrefix(r.disk.tokens, r.tokens));
   }
   return m;
 }
@@ -101,7 +119,9 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const Measure
     }
     case ReuseSource::Shared: {
       target.SaveIfWorth(tiers, plan.common, Overwrite::Replace);
-      target.ShareFrom((*d_.sequences)[static_cast<size_t>(plan.shareFrom)], plan.common);
+      // A recurrent cell holds one position: the whole source is copied (with its checkpoints)
+      // and cut back to plan.common below, a checkpoint restore.
+      target.ShareFrom((*d_.sequences)[static_cast<size_t>(plan.shareFrom)], in.checkpoints ? SIZE_MAX : plan.common);
       d_.counters->shares++;
       break;
     }
@@ -110,6 +130,10 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const Measure
       CacheEntry *e = ram->Lookup(r.tokens, &c);
       // the save may evict entries: look the prefix up again
       if (target.SaveIfWorth(tiers, c, Overwrite::Replace)) e = ram->Lookup(r.tokens, &c);
+      if (e != nullptr && in.checkpoints) {
+        size_t lim = r.p->prefillOnly ? c : std::min(c, r.tokens.size() - 1);
+        c = lim >= e->tokens.size() ? e->tokens.size() : Sequence::KeepableInBlob(e->blob, e->tokens.size(), lim);
+      }
       if (e == nullptr || c < plan.liveCommon + in.minGain) {
         fallBack();
         break;
@@ -140,7 +164,15 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const Measure
                   plan.source == ReuseSource::Ram || plan.source == ReuseSource::Disk;
   if (!replaced) target.SaveIfWorth(tiers, common, Overwrite::Trim);  // the old content is about to be lost
   size_t keep = r.p->prefillOnly ? common : std::min(common, r.tokens.size() - 1);
-  if (keep < target.Size()) keep = target.TruncateTo(keep);
+  if (keep < target.Size()) {
+    // a memory that cannot drop a tail restores its newest checkpoint at or below `keep`
+    bool viaCheckpoint = target.UsesCheckpoints();
+    keep = target.TruncateTo(keep);
+    if (viaCheckpoint && keep > 0) {
+      d_.counters->checkpointRestores++;
+      if (!r.preempt.resumed) r.stats.checkpoint = static_cast<int32_t>(keep);
+    }
+  }
   return keep;
 }
 

@@ -20,7 +20,8 @@ ReusePlan PlanReuse(const ReuseInputs &in) {
   ReusePlan plan;
   size_t common = in.liveCommon;
   // A memory that cannot drop a tail reuses a sequence only when the prompt extends all of it.
-  if (!in.canTruncate && common < in.liveTokens) common = 0;
+  // With checkpoints the commons are measured at the restorable positions already.
+  if (!in.canTruncate && !in.checkpoints && common < in.liveTokens) common = 0;
   plan.liveCommon = common;
   if (common > 0) {
     plan.source = ReuseSource::Live;
@@ -31,7 +32,8 @@ ReusePlan PlanReuse(const ReuseInputs &in) {
   // The disk tier is decided before anything changes: a read makes the request wait without
   // a sequence, so nothing may have been restored or copied for it yet. It must beat every
   // other source, measured the same way.
-  if (in.hasDisk && in.canTruncate && !in.diskReady) {
+  bool partialOk = in.canTruncate || in.checkpoints;
+  if (in.hasDisk && partialOk && !in.diskReady) {
     size_t best = common;
     if (in.hasSession) best = std::max(best, in.sessionCommon);
     if (in.unifiedKv) {
@@ -47,12 +49,12 @@ ReusePlan PlanReuse(const ReuseInputs &in) {
   }
   if (in.hasSession) {
     size_t c = in.sessionCommon;
-    if (c > plan.common && (in.canTruncate || c == in.sessionTokens)) {
+    if (c > plan.common && (partialOk || c == in.sessionTokens)) {
       plan.source = ReuseSource::Session;
       plan.common = c;
     }
   }
-  if (in.unifiedKv && in.canTruncate) {
+  if (in.unifiedKv && partialOk) {
     int32_t from = -1;
     size_t fromCommon = plan.common;
     for (size_t i = 0; i < in.sequenceCommon.size(); i++) {
@@ -68,7 +70,7 @@ ReusePlan PlanReuse(const ReuseInputs &in) {
       plan.shareFrom = from;
     }
   }
-  if (in.hasRam && in.canTruncate && in.ramCommon >= plan.common + in.minGain) {
+  if (in.hasRam && partialOk && in.ramCommon >= plan.common + in.minGain) {
     plan.source = ReuseSource::Ram;
     plan.common = in.ramCommon;
     plan.shareFrom = -1;

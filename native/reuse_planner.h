@@ -6,8 +6,9 @@
 // Sources, in the order they are weighed (a later one must beat the best so far):
 //   live     the target sequence's own KV (the pinned session's, or a free sequence's)
 //   session  the request's spilled session, saved in the RAM tier (any gain; whole state
-//            only when the memory cannot truncate)
-//   shared   another sequence's KV, copied by cell tags (unified KV only; >= minGain)
+//            only when the memory cannot truncate and keeps no checkpoints)
+//   shared   another sequence's KV, copied by cell tags (unified KV only; >= minGain; with
+//            checkpoints: the whole sequence, then cut back to one of its checkpoints)
 //   ram      the RAM tier's longest prefix entry (>= minGain)
 //   disk     the disk tier: read on the I/O thread first (the request waits), then
 //            restored when the read is back (>= minGain)
@@ -25,6 +26,9 @@ const char *ReuseSourceName(ReuseSource s);  // "" for None, else the cache tier
 struct ReuseInputs {
   bool enabled = true;      // the context's prefixCache option
   bool canTruncate = true;  // the memory can drop a sequence's tail (not recurrent/hybrid)
+  // The memory cannot drop a tail but restores checkpoints: the live / session / RAM / disk
+  // commons below are already cut back to what a checkpoint restore keeps (Reuse::Measure).
+  bool checkpoints = false;
   bool unifiedKv = true;
   bool pinned = false;      // the target is the request's own pinned session sequence
   size_t minGain = 8;       // tokens a copy or a restore must add over the best so far

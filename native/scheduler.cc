@@ -49,6 +49,7 @@ bool Scheduler::Start(std::string *error) {
   cp.n_threads = cfg_.threads > 0 ? cfg_.threads : hw;
   cp.n_threads_batch = cfg_.batchThreads > 0 ? cfg_.batchThreads : cp.n_threads;
   cp.kv_unified = cfg_.unifiedKv;
+  cp.swa_full = cfg_.swaFull;
   cp.flash_attn_type = static_cast<llama_flash_attn_type>(cfg_.flashAttention);
   if (cfg_.kvTypeK >= 0) cp.type_k = static_cast<ggml_type>(cfg_.kvTypeK);
   if (cfg_.kvTypeV >= 0) cp.type_v = static_cast<ggml_type>(cfg_.kvTypeV);
@@ -77,10 +78,16 @@ bool Scheduler::Start(std::string *error) {
   sequenceContextSize_ = llama_n_ctx_seq(ctx_);
   uint32_t tickBudget = cfg_.prefillChunk > 0 ? std::min(cfg_.prefillChunk, cfg_.batchSize) : cfg_.batchSize;
   batch_ = std::make_unique<Batch>(ctx_, cfg_.batchSize, tickBudget);
-  // Recurrent and hybrid memories cannot drop a tail of a sequence: reuse only whole states.
-  canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_);
+  // Recurrent and hybrid memories cannot drop a tail of a sequence: they reuse whole states and
+  // checkpoints (Sequence). A sliding-window cache without swa_full forgets what falls out of
+  // the window: whole states only (no checkpoints: a sequence extends, or is recomputed).
+  bool swaLimited = !cfg_.swaFull && llama_model_n_swa(model_) > 0;
+  canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_) && !swaLimited;
   sequences_.reserve(cfg_.sequences);
-  for (uint32_t i = 0; i < cfg_.sequences; i++) sequences_.emplace_back(ctx_, static_cast<int32_t>(i));
+  for (uint32_t i = 0; i < cfg_.sequences; i++) {
+    sequences_.emplace_back(ctx_, static_cast<int32_t>(i));
+    sequences_.back().SetMaxCheckpoints(cfg_.prefixCache ? cfg_.checkpoints : 0);
+  }
   std::unique_ptr<RamTier> ram;
   std::unique_ptr<DiskTier> disk;
   if (cfg_.cacheRamBytes > 0 && cfg_.prefixCache) ram = std::make_unique<RamTier>(cfg_.cacheRamBytes);
@@ -88,7 +95,8 @@ bool Scheduler::Start(std::string *error) {
   counters_.kvCellsTotal = llama_n_ctx(ctx_);
   // The context's layout key: which saved states (disk tier files) and warmed prefixes (JS
   // prefix keys, reported in the ready event) are valid here: same weights, same KV layout.
-  const std::string fp = LayoutKey(cfg_.modelFingerprint, cp.type_k, cp.type_v, cfg_.unifiedKv,
+  // (a window-only sliding-window cache has another layout: its own key)
+  const std::string fp = LayoutKey(cfg_.modelFingerprint + (swaLimited ? "|swa-window" : ""), cp.type_k, cp.type_v, cfg_.unifiedKv,
                                    static_cast<int32_t>(llama_n_ctx_seq(ctx_)), cfg_.flashAttention);
   if (!cfg_.cacheDir.empty() && cfg_.prefixCache) {
     disk = std::make_unique<DiskTier>(cfg_.cacheDir + "/" + fp.substr(0, 16), fp, cfg_.cacheDiskBytes);
@@ -168,6 +176,13 @@ void Scheduler::UpdateCounters() {
   }
   counters_.pinned = sessions_.PinnedCount();
   counters_.restores = tiers_ ? tiers_->restores : 0;
+  uint64_t n = 0, bytes = 0;
+  for (const auto &s : sequences_) {
+    n += s.Checkpoints().size();
+    bytes += s.CheckpointBytes();
+  }
+  counters_.checkpoints = n;
+  counters_.checkpointBytes = bytes;
 }
 
 bool Scheduler::Admit() {
@@ -304,6 +319,8 @@ void Scheduler::Release(Request &r, bool keepKv) {
   // The sequence's token list already mirrors its KV (tokens below nPast). A pinned
   // session keeps that KV even after an abort; otherwise a failed request's KV goes.
   if (!keepKv && !pinned) s->Clear();
+  // a turn boundary: the end of a request (recurrent/hybrid memories; no-op otherwise)
+  if (keepKv || pinned) s->TakeCheckpoint();
   s->lastUsed = Clock::now();
   if (pinned) sessions_.Leave(r, *s, keepKv);
   if (r.p->prefillOnly && keepKv && !pinned) {

@@ -50,6 +50,7 @@ struct ContextConfig {
   int32_t threads = 0;       // 0: hardware threads
   int32_t batchThreads = 0;  // 0: same as nThreads
   bool unifiedKv = false;
+  bool swaFull = true;  // llama.cpp's swa_full: sliding-window layers keep every position
   int32_t flashAttention = 0;  // -1 auto, 0 off, 1 on
   int32_t kvTypeK = 0;         // ggml_type, -1: llama.cpp default
   int32_t kvTypeV = 0;
@@ -64,6 +65,7 @@ struct ContextConfig {
   uint64_t cacheDiskBytes = 0;
   std::string modelFingerprint;
   bool prefixCache = false;  // false: every request prefills its whole prompt (a baseline)
+  uint32_t checkpoints = 4;  // per sequence, recurrent/hybrid memories (Sequence::SetMaxCheckpoints)
   // The model's RPC servers (nullptr: local). When one is gone at shutdown, the context's
   // KV (partly on that server) is leaked instead of freed: freeing would wait on it forever.
   std::shared_ptr<rpc::Group> rpc;
@@ -77,6 +79,8 @@ struct CacheCounters {
   std::atomic<int64_t> kvCellsUsed{0}, kvCellsTotal{0};
   std::atomic<uint64_t> preemptions{0};  // requests that gave up their KV to a full cache
   std::atomic<uint64_t> idleSpills{0};   // idle sequences moved to RAM so they stop taxing attention
+  std::atomic<uint64_t> checkpoints{0}, checkpointBytes{0};  // held by the sequences (recurrent/hybrid)
+  std::atomic<uint64_t> checkpointRestores{0};
 };
 
 class Scheduler {

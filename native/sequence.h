@@ -7,17 +7,21 @@
 // While a request decodes on a sequence the list grows with every decoded token (Append), so
 // a busy sequence's Tokens() is its computed KV too (other requests may share from it).
 //
-// Room for what comes next. Hybrid/recurrent checkpoints (llama_state_seq_*_ext partial
-// states), speculative-decoding draft rollback and a deterministic mode all change how a
-// sequence holds its KV; they belong in this class, behind the methods callers use today:
-//   - checkpoints (not implemented yet): the Sequence keeps a short list of
-//       struct Checkpoint { size_t pos; std::vector<uint8_t> state; };  // partial state at pos
-//     taken by a `void Checkpoint()` after a decode (llama_state_seq_get_data_ext with
-//     LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY). TruncateTo(n) on a memory that cannot drop a tail
-//     (today: clears, returns 0) restores the newest checkpoint at or below n instead
-//     (llama_state_seq_set_data_ext) and returns its pos; callers already use the returned
-//     count, so they recompute from there unchanged. Clear/Restore/ShareFrom drop the
-//     checkpoints beyond what they keep; DropUncommitted falls back the same way as TruncateTo.
+// Checkpoints (recurrent and hybrid memories: a recurrent state keeps no per-token history,
+// so its tail cannot be dropped). The Sequence keeps a short list of partial states
+// (llama_state_seq_get_data_ext with LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent part
+// only, a few KiB to MiB), each taken by TakeCheckpoint() at a turn boundary: Batch stops a
+// prompt one token short and takes one there, the Scheduler takes one when a request ends.
+// TruncateTo(n) / DropUncommitted on such a memory restore the newest checkpoint at or below
+// n (llama_state_seq_set_data_ext, then llama_memory_seq_rm drops the attention cells past it:
+// the recurrent cells hold nothing past it any more) and report the position they kept;
+// callers recompute from there. At most SetMaxCheckpoints (the context's kvCheckpoints,
+// default kMaxCheckpoints) per sequence, oldest dropped, and kMaxCheckpointBytes in all.
+// CopyState/StateSize carry the checkpoints with the full state (an envelope, "LXCP"), so the
+// RAM and disk tiers keep them under their budgets and Restore brings them back; ShareFrom
+// copies them. Attention-only memories take none.
+//
+// Room for what comes next:
 //   - draft rollback: Append() the drafted tokens as they are decoded, then
 //     TruncateTo(accepted) (a checkpoint restore on hybrid memories).
 //   - a deterministic mode: the batch shape a sequence is decoded with is the only input it
@@ -60,9 +64,11 @@ class Sequence {
   // Drops every cell.
   void Clear();
   // Keeps the first n tokens (no-op when it holds n or fewer). Returns the tokens it holds
-  // afterwards: n, or fewer when the memory cannot drop that tail (recurrent/hybrid: today
-  // it is cleared and 0 is returned). TruncateTo(0) clears.
+  // afterwards: n, or fewer when the memory cannot drop that tail (recurrent/hybrid: the
+  // newest checkpoint at or below n, or 0 and cleared when there is none). TruncateTo(0) clears.
   size_t TruncateTo(size_t n);
+  // What TruncateTo(n) would keep, without changing anything.
+  size_t KeepableAt(size_t n) const;
   // Becomes src's first n tokens: cells are copied by tag (shared, no copy, in a unified KV).
   // n == SIZE_MAX: all of src.
   void ShareFrom(const Sequence &src, size_t n);
@@ -75,11 +81,35 @@ class Sequence {
   // ubatches stay in the KV).
   size_t ComputedBeyond() const;
   // Drops cells past Size() (what an aborted decode left half done). When the memory cannot
-  // drop a tail the sequence is cleared; callers read Size() afterwards.
+  // drop a tail it goes back to its newest checkpoint at or below Size(), or is cleared;
+  // callers read Size() afterwards.
   void DropUncommitted();
 
+  // ---- checkpoints (recurrent/hybrid memories) -------------------------------------------
+  static constexpr size_t kMaxCheckpoints = 4;  // the default of ContextConfig::checkpoints
+  static constexpr size_t kMaxCheckpointBytes = size_t(256) << 20;
+  // At most `n` checkpoints (0: none, and prompts are not split for them).
+  void SetMaxCheckpoints(size_t n) { maxCkpts_ = n; }
+  struct Checkpoint {
+    size_t pos = 0;              // tokens the state covers
+    std::vector<uint8_t> state;  // partial state (LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY)
+  };
+  // True when the memory cannot drop a tail (recurrent or hybrid) and checkpoints are kept.
+  bool UsesCheckpoints() const { return partial_ && maxCkpts_ > 0; }
+  // The memory cannot drop a tail (recurrent or hybrid), checkpoints or not.
+  bool PartialMemory() const { return partial_; }
+  // Saves a checkpoint at Size() (no-op for attention-only memories, an empty sequence, or
+  // when one is there already). Returns true when one was taken.
+  bool TakeCheckpoint();
+  const std::vector<Checkpoint> &Checkpoints() const { return ckpts_; }
+  size_t CheckpointBytes() const;
+  // The newest checkpoint position at or below n in a state blob's envelope (0 when none);
+  // `total`: the tokens of the whole state (returned when n >= total).
+  static size_t KeepableInBlob(const std::vector<uint8_t> &blob, size_t total, size_t n);
+
   // ---- saved states ---------------------------------------------------------------------
-  // The bytes of this sequence's state (llama_state_seq_get_data; KV only, no logits).
+  // The bytes of this sequence's state (llama_state_seq_get_data; KV only, no logits), with
+  // its checkpoints (an envelope) when it has any.
   size_t StateSize() const;
   bool CopyState(std::vector<uint8_t> *blob) const;
   // Saves the KV to the state tiers (a session's state under its id, RAM only) when the tiers
@@ -109,8 +139,14 @@ class Sequence {
   llama_context *ctx_;
   llama_memory_t mem_;
   int32_t id_;
+  bool RestoreCheckpoint(size_t n);  // newest checkpoint <= n, tokens trimmed; false: none worked
+  void DropCheckpointsAbove(size_t n);
+
   std::vector<llama_token> tokens_;
   std::string session_;
+  bool partial_ = false;  // recurrent/hybrid memory: checkpoints instead of seq_rm of a tail
+  std::vector<Checkpoint> ckpts_;  // ascending pos
+  size_t maxCkpts_ = kMaxCheckpoints;
 };
 
 }  // namespace llamux

@@ -38,6 +38,7 @@ Napi::Value PlanReuseHook(const Napi::CallbackInfo &info) {
   ReuseInputs in;
   in.enabled = GetBool(o, "enabled", true);
   in.canTruncate = GetBool(o, "canTruncate", true);
+  in.checkpoints = GetBool(o, "checkpoints", false);
   in.unifiedKv = GetBool(o, "unifiedKv", true);
   in.pinned = GetBool(o, "pinned", false);
   in.minGain = static_cast<size_t>(GetNumber(o, "minGain", 8));

@@ -94,6 +94,7 @@ export interface NativeContextOptions {
   /** 0: same as threads. */
   batchThreads: number;
   unifiedKv: boolean;
+  swaFull: boolean;
   /** -1 auto, 0 off, 1 on. */
   flashAttention: number;
   /** ggml type ids; -1: llama.cpp's default. */
@@ -106,6 +107,7 @@ export interface NativeContextOptions {
   sessionTtlMs: number;
   idleKvSpillMs: number;
   prefixCache: boolean;
+  kvCheckpoints: number;
   /** '' disables the disk tier. */
   cacheDir: string;
   cacheDiskBytes: number;
@@ -185,6 +187,7 @@ export interface NativeStats {
   cacheOutcome: 'exact' | 'partial' | 'sticky' | 'restored' | 'cold';
   cacheTier: '' | 'live' | 'shared' | 'ram' | 'disk';
   restoreMs: number;
+  checkpoint?: number;
 }
 
 export interface NativeCacheStats {
@@ -210,6 +213,16 @@ export interface NativeCacheStats {
   preemptions: number;
   /** Idle sequences moved to the RAM tier because their cells widened running requests' attention window. */
   idleSpills: number;
+  /**
+   * Recurrent and hybrid models: checkpoints (partial states at turn boundaries) the sequences
+   * hold now, at most 4 per sequence and 256 MiB per sequence, and their bytes (outside the RAM
+   * tier's budget; a state saved to the RAM or disk tier carries its sequence's checkpoints
+   * inside that tier's budget). 0 for attention-only models.
+   */
+  checkpoints: number;
+  checkpointBytes: number;
+  /** Prompts served by restoring a checkpoint (the sequence's KV cut back to it). */
+  checkpointRestores: number;
 }
 
 /** What llama.cpp applied when it created a context (public as ContextSettings). */
@@ -282,6 +295,7 @@ export interface NativeContext {
 export interface NativeReuseInputs {
   enabled?: boolean;
   canTruncate?: boolean;
+  checkpoints?: boolean;
   unifiedKv?: boolean;
   pinned?: boolean;
   minGain?: number;

@@ -52,6 +52,13 @@ export interface CacheReport {
   reusedTokens: number;
   prefilledTokens: number;
   restoreMs: number;
+  /**
+   * Recurrent and hybrid models (whose memory cannot drop a tail): the reused KV was cut back
+   * to a checkpoint, a partial state saved at a turn boundary (the end of a prompt but its last
+   * token, the end of a request), and this is its position (= `reusedTokens`). Absent when no
+   * checkpoint was restored.
+   */
+  checkpoint?: number;
 }
 
 export interface GenerateResult {

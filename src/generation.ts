@@ -32,6 +32,7 @@ export function finalResult(ev: NativeFinal): Omit<GenerateResult, 'text' | 'tok
       reusedTokens: s.reusedTokens,
       prefilledTokens: s.prefilledTokens,
       restoreMs: s.restoreMs ?? 0,
+      ...(s.checkpoint !== undefined ? { checkpoint: s.checkpoint } : {}),
     },
   };
 }

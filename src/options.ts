@@ -76,6 +76,14 @@ export const ContextOptionsSchema = z
     sequences: z.number().int().min(1).max(256).default(1),
     /** Shared KV buffer across sequences (lets prefixes be shared; each sequence can use the whole context). */
     unifiedKv: z.boolean().default(true),
+    /**
+     * Sliding-window models (gemma 2-4, gpt-oss, ...): keep every position in the sliding-window
+     * layers' cache too (llama.cpp's swa_full). true (default): any prefix can be reused, like a
+     * plain KV. false: those layers keep about one window per sequence (much less KV memory),
+     * and a prompt reuses a sequence only when it extends all of it (the tail cannot be cut back
+     * once the window has moved on): other prompts are recomputed, and the report says so.
+     */
+    swaFull: z.boolean().default(true),
     /** Max tokens per llama_decode call. */
     batchSize: positiveInt.default(512),
     /** Physical micro-batch size. */
@@ -98,6 +106,13 @@ export const ContextOptionsSchema = z
     toolCallMarkers: MarkerOptionSchema.optional(),
     /** Reuse KV across requests (live sequences, sessions, tiers). false: every prompt is prefilled in full. */
     prefixCache: z.boolean().default(true),
+    /**
+     * Recurrent/hybrid models: checkpoints (partial states at turn boundaries) kept per sequence,
+     * so a prompt diverging from a sequence or a saved state restores one instead of
+     * recomputing everything. Each costs the model's recurrent state size in host memory
+     * (at most 256 MiB per sequence in all). 0: none.
+     */
+    kvCheckpoints: z.number().int().min(0).max(32).default(4),
     /** RAM tier of saved sequence states, in MiB (0 disables it). */
     cacheRamMb: z.number().min(0).default(256),
     /** Disk tier folder for saved sequence states (survives restarts); off when unset. */

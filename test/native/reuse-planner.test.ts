@@ -28,6 +28,8 @@ describe('native reuse planner (PlanReuse)', () => {
     expect(plan({ promptTokens: 100, sessionTokens: 80, sessionCommon: 21, liveCommon: 20, liveTokens: 30 })).toMatchObject({ source: 'session', common: 21, outcome: 'restored', tier: 'ram' });
     expect(plan({ promptTokens: 100, canTruncate: false, sessionTokens: 80, sessionCommon: 60 })).toMatchObject({ source: 'none' });
     expect(plan({ promptTokens: 100, canTruncate: false, sessionTokens: 80, sessionCommon: 80 })).toMatchObject({ source: 'session', common: 80 });
+    // with checkpoints the commons are measured at restorable positions: partial reuse is fine
+    expect(plan({ promptTokens: 100, canTruncate: false, checkpoints: true, sessionTokens: 80, sessionCommon: 60 })).toMatchObject({ source: 'session', common: 60 });
   });
 
   it('prefers the RAM tier over a shared copy when it gives minGain more, and a ready disk read over both', () => {
@@ -72,5 +74,15 @@ describe('native reuse planner (PlanReuse)', () => {
         expect(plan({ ...inputs, kept: 0 })).toMatchObject({ outcome: 'cold', tier: '' });
       },
     ));
+  });
+
+  it('recurrent/hybrid memories with checkpoints: live, shared, RAM and disk reuse up to a checkpoint', () => {
+    const h = { promptTokens: 100, canTruncate: false, checkpoints: true } as const;
+    expect(plan({ ...h, liveTokens: 90, liveCommon: 59 })).toMatchObject({ source: 'live', common: 59, outcome: 'partial' });
+    expect(plan({ ...h, canTruncate: false, checkpoints: false, liveTokens: 90, liveCommon: 59 })).toMatchObject({ source: 'none' });
+    expect(plan({ ...h, liveTokens: 0, liveCommon: 0, ramCommon: 40 })).toMatchObject({ source: 'ram', common: 40 });
+    expect(plan({ ...h, liveTokens: 0, liveCommon: 0, diskCommon: 40 })).toMatchObject({ readDisk: true });
+    expect(plan({ ...h, liveTokens: 10, liveCommon: 10, target: 0, sequenceCommon: [10, 90] })).toMatchObject({ source: 'shared', common: 90, shareFrom: 1 });
+    expect(plan({ ...h, checkpoints: false, liveTokens: 10, liveCommon: 10, target: 0, sequenceCommon: [10, 90] })).toMatchObject({ source: 'live', common: 10 });
   });
 });
