@@ -363,6 +363,10 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->parallelToolCalls = RequireBool(env, o, "parallelToolCalls");
   p->toolEndEog = static_cast<int32_t>(RequireInt(env, o, "toolEndEog"));
   if (p->toolEndEog >= model_->n_vocab) ThrowCoded(env, ErrorCode::InvalidArgument, "toolEndEog is outside the vocabulary");
+  ReadVocabTokens(env, o, "reasoningStart", model_->n_vocab, &p->reasoningStart);
+  ReadVocabTokens(env, o, "reasoningEnd", model_->n_vocab, &p->reasoningEnd);
+  p->reasoningOpen = RequireBool(env, o, "reasoningOpen");
+  p->reasoningBudget = static_cast<int32_t>(RequireInt(env, o, "reasoningBudget"));
   Napi::Value stops = o.Get("stop");
   if (!stops.IsArray()) MissingKey(env, "stop", "an array of strings");
   Napi::Array a = stops.As<Napi::Array>();

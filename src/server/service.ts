@@ -34,6 +34,8 @@ export interface ChatRequest {
   tenant?: string;
   /** Prefix of minted tool-call ids ('call_' or 'toolu_'). */
   idPrefix: string;
+  /** Extra chat-template variables (`chat_template_kwargs`: `enable_thinking`, `reasoning_effort`, ...). */
+  templateVariables?: Record<string, unknown>;
 }
 
 export interface Usage {
@@ -57,6 +59,8 @@ export type ServiceEvent =
   /** The engine produced its first event: the request was admitted and prefilled. */
   | { type: 'started' }
   | { type: 'text'; text: string }
+  /** Reasoning text (between the model's reasoning markers), apart from the answer. */
+  | { type: 'reasoning'; text: string }
   | { type: 'toolCall'; call: ServiceToolCall }
   | { type: 'final'; reason: FinishReason | 'tool_calls'; stop?: string; usage: Usage };
 
@@ -263,7 +267,7 @@ export class ChatService {
         }
       }
     }
-    const prompt = await this.#prompts.build(req.messages, req.tools, replay, signal);
+    const prompt = await this.#prompts.build(req.messages, req.tools, replay, signal, req.templateVariables);
     if (prompt.replayed.length) this.metrics.replay.inc({ outcome: 'replayed' }, prompt.replayed.length);
     if (prompt.unknown.length) this.metrics.replay.inc({ outcome: 'unknown' }, prompt.unknown.length);
     if (prompt.unlocated.length) this.metrics.replay.inc({ outcome: 'unlocated' }, prompt.unlocated.length);
@@ -346,6 +350,10 @@ export class ChatService {
             if (ev.tokens) for (const t of ev.tokens) prelude.tokens.push(t);
             if (ev.tokens && this.#isolate) for (const t of ev.tokens) generated.push(t);
             if (ev.text.length > 0) yield { type: 'text', text: ev.text };
+            break;
+          case 'reasoning':
+            if (this.#isolate) for (const t of ev.tokens) generated.push(t);
+            if (ev.text.length > 0) yield { type: 'reasoning', text: ev.text };
             break;
           case 'toolCallStart':
             preludes.set(ev.index, { text: prelude.text.join(''), tokens: prelude.tokens });
