@@ -23,6 +23,8 @@ export type ToolCallMarkers = z.input<typeof ToolCallMarkersSchema>;
 
 /** Marker presets of common model families. */
 export const MARKER_PRESETS = {
+  /** Qwen3-Coder, Qwen3.5, Qwen3.6: XML bodies `<function=NAME>` / `<parameter=KEY>` inside `<tool_call>`. */
+  'qwen-xml': { start: '<tool_call>', end: '</tool_call>' },
   /** Qwen2.5, Qwen3, Hermes 2/3 and other ChatML tool templates. */
   hermes: { start: '<tool_call>', end: '</tool_call>' },
   /** Llama 3.x built-in tool calls. */
@@ -85,6 +87,8 @@ export function detectMarkerPreset(model: Model): MarkerPresetName | undefined {
   const template = model.metadata.chatTemplate ?? '';
   for (const [name, m] of Object.entries(MARKER_PRESETS) as [MarkerPresetName, ToolCallMarkers][]) {
     const start = m.start as string;
+    // The XML syntax shares its markers with hermes: the template's own example tells them apart.
+    if (name === 'qwen-xml' && !(template.includes('<function=') && template.includes('<parameter='))) continue;
     if (template.includes(start) && singleToken(model, start)) return name;
   }
   return undefined;

@@ -18,6 +18,7 @@
  * linear in the bytes fed.
  */
 import { parsePartialJson } from './partial-json.js';
+import { isXmlCallBody, parsePartialXmlCall, parseXmlCalls } from './xml-calls.js';
 
 export type ToolCallSource = 'openai' | 'anthropic' | 'gemini' | 'llamux';
 
@@ -313,6 +314,13 @@ export class ToolCallAccumulator {
           text = entry.deltas.join('');
           entry.deltas = text === '' ? [] : [text];
         }
+        if (isXmlCallBody(text)) {
+          const x = parsePartialXmlCall(text);
+          cached = { version: entry.version, name: x.name, value: x.arguments };
+          entry.snapshot = cached;
+          out.push({ source: 'llamux', id: null, name: cached.name, arguments: cached.value, complete: entry.end !== undefined });
+          continue;
+        }
         const body = parsePartialJson(text);
         const name = isRecord(body) && typeof body.name === 'string' ? body.name : null;
         const args = isRecord(body) ? (body.arguments ?? body.parameters) : undefined;
@@ -338,6 +346,13 @@ function asRecord(value: unknown): Record<string, unknown> | undefined {
 function finalizeLlamux(entry: LlamuxPending, id: string | null): AccumulatedToolCall {
   const raw = entry.end ?? entry.deltas.join('');
   const truncated = entry.end === undefined || entry.truncated;
+  if (isXmlCallBody(raw)) {
+    const name = parsePartialXmlCall(raw).name ?? '';
+    if (truncated) return { id, name, arguments: {}, _invalid_arguments: raw, _truncated: true };
+    const calls = parseXmlCalls(raw.trim());
+    if (!calls || calls.length !== 1) return { id, name, arguments: {}, _invalid_arguments: raw };
+    return { id, name: calls[0]!.name, arguments: calls[0]!.arguments };
+  }
   let body: unknown;
   let parsed = false;
   try {

@@ -20,7 +20,7 @@ export type ToolChoice = 'auto' | 'none' | 'required' | { readonly name: string 
  * Call syntax inside a span. `hermes` / `gemma4` / `json`: `{"name": …, "arguments": {…}}`;
  * `llama3`: `{"name": …, "parameters": {…}}`; `mistral`: a JSON list of `{"name", "arguments"}` calls.
  */
-export type ToolCallFamily = 'hermes' | 'llama3' | 'mistral' | 'gemma4' | 'json';
+export type ToolCallFamily = 'hermes' | 'llama3' | 'mistral' | 'gemma4' | 'json' | 'qwen-xml';
 
 export interface ToolGrammarRequest {
   readonly tools: readonly ToolDefinition[];
@@ -108,8 +108,18 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
       throw e;
     }
     for (const r of conv.relaxed) relaxed.push(`${tool.name}: ${r}`);
+    if (req.family === 'qwen-xml') {
+      calls.push(xmlCall(rules, conv, tool, params, i, relaxed));
+      continue;
+    }
     conv.prim('sp');
     calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(`"name"`)} ":" sp ${gbnfLiteral(JSON.stringify(tool.name))} "," sp ${gbnfLiteral(`"${argsKey(req.family)}"`)} ":" sp ${args}`));
+  }
+  if (req.family === 'qwen-xml') {
+    // <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>\n</tool_call>
+    const one = rules.add('xml-call', `${gbnfLiteral('\n<function=')} (${calls.join(' | ')}) ${gbnfLiteral('</function>\n')}`);
+    rules.define(TOOL_GRAMMAR_ROOT, `${start} ${req.parallel ? `${one} (${gbnfLiteral('\n')}? ${one})*` : one}${end}`);
+    return { gbnf: rules.toString(), root: TOOL_GRAMMAR_ROOT, relaxed };
   }
   const call = rules.add('call', `"{" sp (${calls.join(' | ')}) sp "}"`);
   let body: string;
@@ -118,6 +128,38 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
   else body = `[ \\n]? ${call} [ \\n]?`;
   rules.define(TOOL_GRAMMAR_ROOT, `${start} ${body}${end}`);
   return { gbnf: rules.toString(), root: TOOL_GRAMMAR_ROOT, relaxed };
+}
+
+/**
+ * One tool in Qwen's XML call syntax: `NAME>\n` then its parameters in the schema's order
+ * (required ones always, optional ones maybe). A string parameter is raw text up to
+ * `\n</parameter>` (no `</` inside); any other type is JSON matching its schema.
+ */
+function xmlCall(rules: RuleSet, conv: SchemaConverter, tool: ToolDefinition, params: unknown, i: number, relaxed: string[]): string {
+  const schema = (typeof params === 'object' && params !== null ? params : {}) as Record<string, unknown>;
+  const props = (typeof schema.properties === 'object' && schema.properties !== null ? schema.properties : {}) as Record<string, unknown>;
+  const required = new Set(Array.isArray(schema.required) ? (schema.required as string[]) : []);
+  if (params === true || schema.additionalProperties === true) relaxed.push(`${tool.name}: additionalProperties (the XML call syntax names only declared parameters)`);
+  rules.define('xml-text', '([^<] | "<" [^/])*');
+  const parts: string[] = [];
+  for (const [j, [key, sub]] of Object.entries(props).entries()) {
+    const s = sub as Record<string, unknown> | boolean;
+    const isString = typeof s === 'object' && s !== null && s.type === 'string' && s.enum === undefined && s.const === undefined && s.pattern === undefined && s.format === undefined;
+    let value: string | undefined;
+    if (isString) value = 'xml-text';
+    else {
+      try {
+        value = conv.convert(s, `/properties/${key}`, `t${i}-p${j}`);
+      } catch (e) {
+        if (e instanceof SchemaGrammarError) throw invalid(`Tool "${tool.name}": the parameters schema at ${e.path || `/properties/${key}`} cannot be compiled to a grammar: ${e.message}`);
+        throw e;
+      }
+    }
+    if (value === undefined) throw invalid(`Tool "${tool.name}": parameter "${key}" allows no value`);
+    const p = rules.add(`t${i}-p${j}`, `${gbnfLiteral(`<parameter=${key}>\n`)} ${value} ${gbnfLiteral('\n</parameter>\n')}`);
+    parts.push(required.has(key) ? p : `${p}?`);
+  }
+  return rules.add(`t${i}-call`, `${gbnfLiteral(`${tool.name}>\n`)} ${parts.join(' ')}`);
 }
 
 const checked = new Map<string, string | null>();

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
 import type { ChatTemplate } from '../chat/template.js';
-import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan } from '../chat/tool-calls.js';
+import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
 import { sessionFor, type Context } from '../context.js';
 import { FinishReason } from '../events.js';
@@ -361,7 +361,7 @@ export class ChatService {
             break;
           case 'toolCallEnd': {
             if (this.#isolate) for (const t of ev.tokens) generated.push(t);
-            const parsed = parseToolCallSpan(ev.text);
+            const parsed = parseToolCallSpan(ev.text, xmlParamTypes(req.tools));
             if (parsed.some((c) => c.invalidArguments !== undefined || c.name === '' || !declared.has(c.name))) {
               // Not a call a client could run (malformed, or a tool the request did not
               // declare): hand the model's raw bytes back as text.

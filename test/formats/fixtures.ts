@@ -3,6 +3,7 @@
 import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildScriptedModel, encodeGguf, sp, writeBytesAtomic, type ScriptedModelSpec } from '../../src/gguf/index.js';
+import { ChatTemplate } from '../../src/chat/index.js';
 import { fixturesDir } from '../helpers/paths.js';
 import { readTemplate } from '../server/fixtures.js';
 
@@ -57,4 +58,50 @@ export async function ensureFormatModel(spec: ScriptedModelSpec): Promise<string
   const bytes = encodeGguf(buildScriptedModel(spec).gguf);
   if (!sameBytes(path, bytes)) await writeBytesAtomic(path, bytes);
   return path;
+}
+
+export const WEATHER_QUESTION = 'Weather in Paris?';
+/** get_weather(city: string, days: integer) in the chat template's shape. */
+export const XML_TOOLS = [
+  {
+    name: 'get_weather',
+    description: 'Weather forecast',
+    parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } }, required: ['city'] },
+  },
+];
+export const XML_REASONING = ' Need the forecast.';
+/** The span body (between `<tool_call>` and `</tool_call>`) the model writes. */
+export const XML_SPAN = '\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n';
+
+/**
+ * `qwen35-xml`: the Qwen3.5 template with tools; after `<think>\n` the model reasons, closes the
+ * span and calls get_weather in the XML syntax (city "Paris", near tie "Lyon"; days 3).
+ */
+export function qwenXmlSpec(): ScriptedModelSpec {
+  const template = readTemplate('Qwen3.5-4B');
+  const prompt = new ChatTemplate(template, { bosToken: '', eosToken: '<|im_end|>' }).render([{ role: 'user', content: WEATHER_QUESTION }], { tools: XML_TOOLS });
+  return {
+    ...qwenThinkSpec(),
+    name: 'qwen35-xml',
+    scripts: [
+      {
+        name: 'think-call',
+        prompt: { text: prompt },
+        continuation: [
+          ...sp(' Need| the| forecast.'),
+          '</think>',
+          '<tool_call>',
+          '\n<function=get_weather>\n',
+          '<parameter=city>\n',
+          { token: 'Paris', alt: ['Lyon'] },
+          '\n</parameter>\n<parameter=days>\n',
+          '3',
+          '\n</parameter>\n</function>\n',
+          '</tool_call>',
+        ],
+      },
+    ],
+    extraWords: ['user', 'assistant', 'system'],
+    chatTemplate: template,
+  };
 }

@@ -25,6 +25,8 @@ describe('reasoning_content (OpenAI) and thinking blocks (Anthropic)', () => {
   });
 
   const messages = [{ role: 'user' as const, content: QWEN_QUESTION }];
+  // The SDK's types here do not list the sampling fields the server reads.
+  const GREEDY = { temperature: 0 } as unknown as Record<string, never>;
 
   it('non-streamed: message.reasoning_content apart from content', async () => {
     const r = await openai.chat.completions.create({ model: 'qwen', messages, temperature: 0 });
@@ -71,18 +73,18 @@ describe('reasoning_content (OpenAI) and thinking blocks (Anthropic)', () => {
   });
 
   it('Anthropic non-streamed: a thinking block, then the text block; budget_tokens', async () => {
-    const r = await anthropic.messages.create({ model: 'qwen', max_tokens: 64, messages, temperature: 0 });
+    const r = await anthropic.messages.create({ model: 'qwen', max_tokens: 64, messages, ...GREEDY });
     expect(r.content.map((b) => b.type)).toEqual(['thinking', 'text']);
     const [thinking, text] = r.content as [Anthropic.ThinkingBlock, Anthropic.TextBlock];
     expect(thinking.thinking).toBe(QWEN_REASONING);
     expect(text.text).toBe(QWEN_ANSWER);
-    const b = await anthropic.messages.create({ model: 'qwen', max_tokens: 64, messages, temperature: 0, thinking: { type: 'enabled', budget_tokens: 2 } });
+    const b = await anthropic.messages.create({ model: 'qwen', max_tokens: 64, messages, ...GREEDY, thinking: { type: 'enabled', budget_tokens: 2 } });
     expect((b.content[0] as Anthropic.ThinkingBlock).thinking).toBe(' Two plus');
     expect((b.content[1] as Anthropic.TextBlock).text).toBe(QWEN_ANSWER);
   });
 
   it('Anthropic streamed: the SDK assembles the thinking block and the text block', async () => {
-    const stream = anthropic.messages.stream({ model: 'qwen', max_tokens: 64, messages, temperature: 0, thinking: { type: 'enabled', budget_tokens: 1024 } });
+    const stream = anthropic.messages.stream({ model: 'qwen', max_tokens: 64, messages, ...GREEDY, thinking: { type: 'enabled', budget_tokens: 1024 } });
     let thinkingDeltas = '';
     stream.on('thinking', (delta) => {
       thinkingDeltas += delta;

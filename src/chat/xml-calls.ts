@@ -1,0 +1,67 @@
+// Qwen's XML call syntax (Qwen3-Coder, Qwen3.5, Qwen3.6): the body of a `<tool_call>` span is
+// `\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>\n`.
+
+/** A parameter's JSON Schema type, when the caller knows the tool's schema. */
+export type XmlParamTypes = (tool: string, key: string) => string | undefined;
+
+export interface XmlCall {
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/** Whether a span body is in the XML call syntax. */
+export function isXmlCallBody(text: string): boolean {
+  return text.trimStart().startsWith('<function=');
+}
+
+const FUNCTION_RE = /<function=([^>\n]+)>\n?([\s\S]*?)<\/function>/g;
+const PARAM_RE = /<parameter=([^>\n]+)>\n?([\s\S]*?)\n?<\/parameter>/g;
+
+function typedValue(raw: string, type: string | undefined): unknown {
+  if (type === 'string') return raw;
+  try {
+    const v: unknown = JSON.parse(raw);
+    // Without a schema, only a value that is not a plain string reads as JSON.
+    return v;
+  } catch {
+    return raw;
+  }
+}
+
+/**
+ * The calls of an XML span body; undefined when it is not well-formed: text outside the
+ * `<function=…>` blocks, a block that never closes, or text between parameters.
+ */
+export function parseXmlCalls(text: string, types?: XmlParamTypes): XmlCall[] | undefined {
+  const out: XmlCall[] = [];
+  let last = 0;
+  for (const m of text.matchAll(FUNCTION_RE)) {
+    if (text.slice(last, m.index).trim() !== '') return undefined;
+    last = m.index + m[0].length;
+    const name = m[1]!.trim();
+    const args: Record<string, unknown> = {};
+    let plast = 0;
+    const inner = m[2]!;
+    for (const p of inner.matchAll(PARAM_RE)) {
+      if (inner.slice(plast, p.index).trim() !== '') return undefined;
+      plast = p.index + p[0].length;
+      const key = p[1]!.trim();
+      if (Object.hasOwn(args, key)) return undefined; // a duplicated parameter
+      args[key] = typedValue(p[2]!, types?.(name, key));
+    }
+    if (inner.slice(plast).trim() !== '') return undefined;
+    out.push({ name, arguments: args });
+  }
+  if (out.length === 0 || text.slice(last).trim() !== '') return undefined;
+  return out;
+}
+
+/** A tolerant parse of a body still streaming: the name once `<function=NAME>` is complete, and the parameters closed so far. */
+export function parsePartialXmlCall(text: string, types?: XmlParamTypes): { name: string | null; arguments: Record<string, unknown> | undefined } {
+  const f = /<function=([^>\n]+)>/.exec(text);
+  if (!f) return { name: null, arguments: undefined };
+  const name = f[1]!.trim();
+  const args: Record<string, unknown> = {};
+  for (const p of text.slice(f.index + f[0].length).matchAll(PARAM_RE)) args[p[1]!.trim()] = typedValue(p[2]!, types?.(name, p[1]!.trim()));
+  return { name, arguments: args };
+}
