@@ -157,7 +157,48 @@ Output::Step Output::ProcessReasoning(Request &r, const std::vector<MarkerMatche
   return Step::Continue;
 }
 
+// Text-side channel headers (RequestParams::textDrop): a token that may begin one is held; a
+// completed header is dropped (its tokens still travel with the text's token ids); a held run
+// that can no longer complete one goes on, in order.
 Output::Step Output::OnOutputToken(Request &r, llama_token tok, FinishReason *reason) {
+  const auto &drops = r.p->textDrop;
+  if (drops.empty() || r.span.open) return OnUndroppedToken(r, tok, reason);
+  auto &held = r.dropHeld;
+  held.push_back(tok);
+  for (const auto &d : drops) {
+    if (d.size() == held.size() && std::equal(d.begin(), d.end(), held.begin())) {
+      if (r.p->emitTokenIds) r.text.pendingTokens.insert(r.text.pendingTokens.end(), held.begin(), held.end());
+      held.clear();
+      return Step::Continue;
+    }
+  }
+  for (const auto &d : drops) {
+    if (d.size() > held.size() && std::equal(held.begin(), held.end(), d.begin())) return Step::Continue;
+  }
+  // No header can complete: release the first token and try again with the rest.
+  std::vector<llama_token> rest(held.begin() + 1, held.end());
+  llama_token first = held.front();
+  held.clear();
+  Step step = OnUndroppedToken(r, first, reason);
+  for (llama_token t : rest) {
+    if (step != Step::Continue) return step;
+    step = OnOutputToken(r, t, reason);
+  }
+  return step;
+}
+
+Output::Step Output::FlushDropped(Request &r, FinishReason *reason) {
+  std::vector<llama_token> held;
+  held.swap(r.dropHeld);
+  Step step = Step::Continue;
+  for (llama_token t : held) {
+    if (step != Step::Continue) break;
+    step = OnUndroppedToken(r, t, reason);
+  }
+  return step;
+}
+
+Output::Step Output::OnUndroppedToken(Request &r, llama_token tok, FinishReason *reason) {
   if (r.span.matcher) {
     outs_.clear();
     r.span.matcher->Push(tok, &outs_);
@@ -241,6 +282,10 @@ void Output::End(Request &r, FinishReason reason, const char *code, const std::s
       ProcessReasoning(r, reasonOuts_, &ignored);
     }
     if (r.reasoning.stream) r.reasoning.stream->Flush(&r.reasoning.pending);
+    if (!r.dropHeld.empty()) {
+      FinishReason ignored;
+      FlushDropped(r, &ignored);
+    }
     if (r.span.matcher) {
       outs_.clear();
       r.span.matcher->Flush(&outs_);

@@ -54,6 +54,8 @@ class Output {
   void EmitPendingReasoning(Request &r);
   // A token outside reasoning spans: the tool-call matcher or the plain text path.
   Step OnOutputToken(Request &r, llama_token tok, FinishReason *reason);
+  Step OnUndroppedToken(Request &r, llama_token tok, FinishReason *reason);
+  Step FlushDropped(Request &r, FinishReason *reason);
   Step ProcessReasoning(Request &r, const std::vector<MarkerMatcher::Output> &outs, FinishReason *reason);
   void EmitSpanDelta(Request &r);
   void CloseSpan(Request &r, bool truncated);

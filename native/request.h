@@ -60,6 +60,9 @@ struct RequestParams {
   std::vector<llama_token> reasoningStart, reasoningEnd;
   bool reasoningOpen = false;
   int32_t reasoningBudget = -1;  // >= 0: after this many reasoning tokens the end marker is forced
+  // Channel headers dropped from text (Harmony's `<|start|>assistant`, `<|channel|>final<|message|>`):
+  // token sequences, matched after reasoning spans and before tool-call spans.
+  std::vector<std::vector<llama_token>> textDrop;
 };
 
 struct FinalStats {

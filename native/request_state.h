@@ -65,6 +65,10 @@ struct Request {
     size_t forcedPos = 0;
   } reasoning;
 
+  // Channel headers dropped from text (RequestParams::textDrop): tokens held while they may
+  // still complete one.
+  std::vector<llama_token> dropHeld;
+
   // This tick's share of the batch.
   struct TickShare {
     size_t count = 0;

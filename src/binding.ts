@@ -160,6 +160,8 @@ export interface NativeRequest {
   reasoningOpen: boolean;
   /** >= 0: after this many reasoning tokens the end marker is forced; -1: no budget. */
   reasoningBudget: number;
+  /** Channel headers dropped from text: token ids, sequences separated by -1. */
+  textDrop: Int32Array;
   temperature: number;
   topK: number;
   topP: number;

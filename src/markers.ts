@@ -25,6 +25,8 @@ export type ToolCallMarkers = z.input<typeof ToolCallMarkersSchema>;
 export const MARKER_PRESETS = {
   /** Qwen3-Coder, Qwen3.5, Qwen3.6: XML bodies `<function=NAME>` / `<parameter=KEY>` inside `<tool_call>`. */
   'qwen-xml': { start: '<tool_call>', end: '</tool_call>' },
+  /** gpt-oss (Harmony): ` to=functions.NAME<|channel|>commentary json<|message|>{…}<|call|>` (the name is in the span). */
+  harmony: { start: ' to=functions.', end: '<|call|>' },
   /** Qwen2.5, Qwen3, Hermes 2/3 and other ChatML tool templates. */
   hermes: { start: '<tool_call>', end: '</tool_call>' },
   /** Llama 3.x built-in tool calls. */
@@ -89,6 +91,11 @@ export function detectMarkerPreset(model: Model): MarkerPresetName | undefined {
     const start = m.start as string;
     // The XML syntax shares its markers with hermes: the template's own example tells them apart.
     if (name === 'qwen-xml' && !(template.includes('<function=') && template.includes('<parameter='))) continue;
+    // Harmony's start marker is several tokens: its template's `to=functions.` and `<|call|>` choose it.
+    if (name === 'harmony') {
+      if (template.includes('to=') && template.includes('functions.') && template.includes('<|call|>') && singleToken(model, '<|call|>')) return name;
+      continue;
+    }
     if (template.includes(start) && singleToken(model, start)) return name;
   }
   return undefined;

@@ -29,10 +29,23 @@ export type ToolFields = Pick<NativeRequest, 'detectToolCalls' | 'toolGrammar' |
 /** The vocabulary question the tool fields ask (a Model answers it). */
 export interface EogVocab {
   isEndOfGeneration(token: number): boolean;
+  /** Tokenizes marker text (for the control tokens of a call syntax); absent: matched by spelling. */
+  tokenize?(text: string, options: { addSpecial: boolean; parseSpecial: boolean }): Int32Array;
+}
+
+/** Harmony's control tokens, when each is one token of the vocabulary. */
+function harmonySpecials(vocab: EogVocab): Record<string, number> | undefined {
+  if (!vocab.tokenize) return undefined;
+  const out: Record<string, number> = {};
+  for (const text of ['<|channel|>', '<|constrain|>', '<|message|>']) {
+    const ids = vocab.tokenize(text, { addSpecial: false, parseSpecial: true });
+    if (ids.length === 1) out[text] = ids[0]!;
+  }
+  return out;
 }
 
 /** The reasoning fields of a request. */
-export type ReasoningFields = Pick<NativeRequest, 'reasoningStart' | 'reasoningEnd' | 'reasoningOpen' | 'reasoningBudget'>;
+export type ReasoningFields = Pick<NativeRequest, 'reasoningStart' | 'reasoningEnd' | 'reasoningOpen' | 'reasoningBudget' | 'textDrop'>;
 
 const NO_EXPECT = null;
 const EMPTY_I32 = new Int32Array(0);
@@ -72,6 +85,7 @@ export function toolFields(o: ParsedGenerateOptions | ParsedContinueOptions, mar
     end: Array.from(m.end),
     endIsEog,
     parallel: o.parallelToolCalls,
+    ...(m.preset === 'harmony' ? { specialTokens: harmonySpecials(vocab) } : {}),
     ...(o.toolCallGrammar !== undefined ? { body: o.toolCallGrammar } : {}),
   });
   return {
@@ -83,7 +97,14 @@ export function toolFields(o: ParsedGenerateOptions | ParsedContinueOptions, mar
   };
 }
 
-const NO_REASONING: ReasoningFields = { reasoningStart: new Int32Array(0), reasoningEnd: new Int32Array(0), reasoningOpen: false, reasoningBudget: -1 };
+const NO_REASONING: ReasoningFields = { reasoningStart: new Int32Array(0), reasoningEnd: new Int32Array(0), reasoningOpen: false, reasoningBudget: -1, textDrop: new Int32Array(0) };
+
+function flatDrop(drop: readonly Int32Array[] | undefined): Int32Array {
+  if (!drop?.length) return NO_REASONING.textDrop;
+  const out: number[] = [];
+  for (const d of drop) out.push(...d, -1);
+  return Int32Array.from(out);
+}
 
 /**
  * The reasoning fields of `detectReasoning` / `reasoningBudget` for a prompt (a continue tail
@@ -100,6 +121,7 @@ export function reasoningFields(
     reasoningEnd: markers.end,
     reasoningOpen: o.reasoningOpen ?? promptOpensReasoning(prompt, markers),
     reasoningBudget: o.reasoningBudget ?? -1,
+    textDrop: flatDrop(markers.drop),
   };
 }
 

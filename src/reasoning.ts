@@ -8,15 +8,26 @@ import type { Model } from './model.js';
 
 const markerValue = z.union([z.string().min(1), z.array(z.number().int().min(0)).min(1)]);
 
-export const ReasoningMarkersSchema = z.object({ start: markerValue, end: markerValue }).strict();
+export const ReasoningMarkersSchema = z
+  .object({
+    start: markerValue,
+    end: markerValue,
+    /** Channel headers dropped from text (never shown as answer text). */
+    drop: z.array(markerValue).max(16).optional(),
+  })
+  .strict();
 export type ReasoningMarkers = z.input<typeof ReasoningMarkersSchema>;
 
 /** Reasoning-marker presets of common model families. */
 export const REASONING_PRESETS = {
   /** Qwen3, Qwen3.5/3.6, Qwen3-Coder, QwQ, DeepSeek R1/V3.1+, and other `<think>` templates. */
   think: { start: '<think>', end: '</think>' },
-  /** gpt-oss (Harmony): the analysis channel, up to the end of its message. */
-  harmony: { start: '<|channel|>analysis<|message|>', end: '<|end|>' },
+  /**
+   * gpt-oss (Harmony): the analysis channel, up to the end of its message; the headers of the
+   * other channels are dropped from text (`<|start|>assistant`, `<|channel|>final<|message|>`,
+   * `<|channel|>commentary`).
+   */
+  harmony: { start: '<|channel|>analysis<|message|>', end: '<|end|>', drop: ['<|start|>assistant', '<|channel|>final<|message|>', '<|channel|>commentary'] },
   /** Gemma 4: the thought channel. */
   gemma4: { start: '<|channel>thought', end: '<channel|>' },
 } as const satisfies Record<string, ReasoningMarkers>;
@@ -34,6 +45,8 @@ export interface ResolvedReasoningMarkers {
   preset?: ReasoningPresetName;
   start: Int32Array;
   end: Int32Array;
+  /** Channel headers dropped from text. */
+  drop?: Int32Array[];
 }
 
 /**
@@ -65,6 +78,7 @@ export function resolveReasoningMarkers(model: Model, option: ReasoningOption | 
   }
   const out: ResolvedReasoningMarkers = { start: tokenizeMarker(model, spec.start), end: tokenizeMarker(model, spec.end) };
   if (preset) out.preset = preset;
+  if ('drop' in spec && spec.drop?.length) out.drop = spec.drop.map((d) => tokenizeMarker(model, d as string | number[]));
   return out;
 }
 

@@ -18,7 +18,7 @@
  * linear in the bytes fed.
  */
 import { parsePartialJson } from './partial-json.js';
-import { isXmlCallBody, parsePartialXmlCall, parseXmlCalls } from './xml-calls.js';
+import { isHarmonyCallBody, isXmlCallBody, parsePartialXmlCall, parseXmlCalls, splitHarmonyCall } from './xml-calls.js';
 
 export type ToolCallSource = 'openai' | 'anthropic' | 'gemini' | 'llamux';
 
@@ -314,8 +314,8 @@ export class ToolCallAccumulator {
           text = entry.deltas.join('');
           entry.deltas = text === '' ? [] : [text];
         }
-        if (isXmlCallBody(text)) {
-          const x = parsePartialXmlCall(text);
+        if (isXmlCallBody(text) || isHarmonyCallBody(text)) {
+          const x = isXmlCallBody(text) ? parsePartialXmlCall(text) : harmonyPartial(text);
           cached = { version: entry.version, name: x.name, value: x.arguments };
           entry.snapshot = cached;
           out.push({ source: 'llamux', id: null, name: cached.name, arguments: cached.value, complete: entry.end !== undefined });
@@ -334,6 +334,11 @@ export class ToolCallAccumulator {
   }
 }
 
+function harmonyPartial(text: string): { name: string | null; arguments: Record<string, unknown> | undefined } {
+  const h = splitHarmonyCall(text);
+  return { name: h.name || null, arguments: h.args === undefined ? undefined : asRecord(parsePartialJson(h.args)) };
+}
+
 function asRecord(value: unknown): Record<string, unknown> | undefined {
   return isRecord(value) ? value : undefined;
 }
@@ -346,6 +351,13 @@ function asRecord(value: unknown): Record<string, unknown> | undefined {
 function finalizeLlamux(entry: LlamuxPending, id: string | null): AccumulatedToolCall {
   const raw = entry.end ?? entry.deltas.join('');
   const truncated = entry.end === undefined || entry.truncated;
+  if (isHarmonyCallBody(raw)) {
+    const h = splitHarmonyCall(raw);
+    if (truncated) return { id, name: h.name, arguments: {}, _invalid_arguments: raw, _truncated: true };
+    const decoded = decodeToolArguments(h.args ?? '');
+    if (!decoded.ok || h.args === undefined || h.args.trim() === '') return { id, name: h.name, arguments: {}, _invalid_arguments: raw };
+    return { id, name: h.name, arguments: decoded.value };
+  }
   if (isXmlCallBody(raw)) {
     const name = parsePartialXmlCall(raw).name ?? '';
     if (truncated) return { id, name, arguments: {}, _invalid_arguments: raw, _truncated: true };

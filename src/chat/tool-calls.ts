@@ -1,7 +1,7 @@
 // Tool-call spans (the exact text between the markers) to calls, and tool-call ids.
 import { randomBytes } from 'node:crypto';
 import { ToolCallAccumulator } from './accumulator.js';
-import { isXmlCallBody, parseXmlCalls, type XmlParamTypes } from './xml-calls.js';
+import { isHarmonyCallBody, isXmlCallBody, parseXmlCalls, splitHarmonyCall, type XmlParamTypes } from './xml-calls.js';
 
 /** Parameter types from tool schemas (`properties[key].type`), for the XML call syntax. */
 export function xmlParamTypes(tools: ReadonlyArray<{ name: string; parameters?: unknown }>): XmlParamTypes {
@@ -43,6 +43,13 @@ export function parseToolCallSpan(text: string, types?: XmlParamTypes): SpanTool
       return [{ name, arguments: {}, invalidArguments: text }];
     }
     return calls.map((c) => ({ name: c.name, arguments: c.arguments }));
+  }
+  // Harmony (gpt-oss): `NAME<|channel|>commentary json<|message|>{…}`.
+  if (isHarmonyCallBody(text)) {
+    const h = splitHarmonyCall(text);
+    const args = argumentsObject(h.args ?? '');
+    if (!args || h.name === '') return [{ name: h.name, arguments: {}, invalidArguments: text }];
+    return [{ name: h.name, arguments: args }];
   }
   if (trimmed.startsWith('[')) {
     try {

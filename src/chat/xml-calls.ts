@@ -65,3 +65,18 @@ export function parsePartialXmlCall(text: string, types?: XmlParamTypes): { name
   for (const p of text.slice(f.index + f[0].length).matchAll(PARAM_RE)) args[p[1]!.trim()] = typedValue(p[2]!, types?.(name, p[1]!.trim()));
   return { name, arguments: args };
 }
+
+// Harmony (gpt-oss): a span runs from ` to=functions.` to `<|call|>`; its body is
+// `NAME<|channel|>commentary json<|message|>{…}` or `NAME <|constrain|>json<|message|>{…}`.
+
+/** Whether a span body is a Harmony call (a name, a header, `<|message|>`, then the arguments). */
+export function isHarmonyCallBody(text: string): boolean {
+  return /^[^\s<{[]+[\s\S]*?<\|message\|>/.test(text);
+}
+
+/** The name and arguments text of a Harmony body (the arguments undefined before `<|message|>`). */
+export function splitHarmonyCall(text: string): { name: string; args: string | undefined } {
+  const name = /^[^\s<]+/.exec(text)?.[0] ?? '';
+  const at = text.indexOf('<|message|>');
+  return { name, args: at < 0 ? undefined : text.slice(at + '<|message|>'.length) };
+}

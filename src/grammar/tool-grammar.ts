@@ -20,7 +20,7 @@ export type ToolChoice = 'auto' | 'none' | 'required' | { readonly name: string 
  * Call syntax inside a span. `hermes` / `gemma4` / `json`: `{"name": …, "arguments": {…}}`;
  * `llama3`: `{"name": …, "parameters": {…}}`; `mistral`: a JSON list of `{"name", "arguments"}` calls.
  */
-export type ToolCallFamily = 'hermes' | 'llama3' | 'mistral' | 'gemma4' | 'json' | 'qwen-xml';
+export type ToolCallFamily = 'hermes' | 'llama3' | 'mistral' | 'gemma4' | 'json' | 'qwen-xml' | 'harmony';
 
 export interface ToolGrammarRequest {
   readonly tools: readonly ToolDefinition[];
@@ -33,6 +33,8 @@ export interface ToolGrammarRequest {
   readonly endIsEog: boolean;
   /** false: a span holds one call (Mistral's list gets one element). */
   readonly parallel: boolean;
+  /** Control tokens of the call syntax (Harmony's `<|channel|>`, `<|constrain|>`, `<|message|>`) by text: the grammar matches these ids, not their spelling. */
+  readonly specialTokens?: Readonly<Record<string, number>>;
   /** A caller's GBNF for the span body (rule `root`); replaces the family syntax and the tools' schemas. */
   readonly body?: string;
 }
@@ -112,8 +114,25 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
       calls.push(xmlCall(rules, conv, tool, params, i, relaxed));
       continue;
     }
+    if (req.family === 'harmony') {
+      // After ` to=functions.`: the name, the channel header in either order gpt-oss writes, the JSON arguments.
+      const sp = (text: string): string => {
+        const id = req.specialTokens?.[text];
+        return id === undefined ? gbnfLiteral(text) : gbnfToken(id);
+      };
+      const header = rules.add(
+        'harmony-header',
+        `(${sp('<|channel|>')} ${gbnfLiteral('commentary json')} ${sp('<|message|>')} | ${gbnfLiteral(' ')} ${sp('<|constrain|>')} ${gbnfLiteral('json')} ${sp('<|message|>')})`,
+      );
+      calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(tool.name)} ${header} ${args}`));
+      continue;
+    }
     conv.prim('sp');
     calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(`"name"`)} ":" sp ${gbnfLiteral(JSON.stringify(tool.name))} "," sp ${gbnfLiteral(`"${argsKey(req.family)}"`)} ":" sp ${args}`));
+  }
+  if (req.family === 'harmony') {
+    rules.define(TOOL_GRAMMAR_ROOT, `${start} (${calls.join(' | ')})${end}`);
+    return { gbnf: rules.toString(), root: TOOL_GRAMMAR_ROOT, relaxed };
   }
   if (req.family === 'qwen-xml') {
     // <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>\n</tool_call>
@@ -210,7 +229,7 @@ export function checkToolSchemas(tools: readonly ToolDefinition[]): void {
  * `required` without tools, or a schema no value can satisfy (named by tool and JSON pointer)
  */
 export function compileToolGrammar(req: ToolGrammarRequest): ToolGrammar {
-  const key = JSON.stringify([req.tools.map((t) => [t.name, t.parameters ?? null]), req.choice, req.family, req.start, req.end, req.endIsEog, req.parallel, req.body ?? null]);
+  const key = JSON.stringify([req.tools.map((t) => [t.name, t.parameters ?? null]), req.choice, req.family, req.start, req.end, req.endIsEog, req.parallel, req.body ?? null, req.specialTokens ?? null]);
   const hit = cache.get(key);
   if (hit) {
     cache.delete(key);
