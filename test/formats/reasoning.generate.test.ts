@@ -61,6 +61,21 @@ describe('reasoning spans (Qwen3.5 template, <think> markers)', () => {
     }
   });
 
+  it('drop: channel headers (token sequences) leave the text, their tokens stay with the text token ids', async () => {
+    const full = await ctx.generate({ prompt: QWEN_THINK_PROMPT, parseSpecial: true, temperature: 0, emitTokenIds: true }).result;
+    const textTokens = Array.from(full.tokens!.slice(full.reasoning!.tokens.length));
+    const header = textTokens.slice(0, 2); // " The answer"
+    const c = await model.createContext({ contextSize: 1024, sequences: 1, threads: 1, reasoningMarkers: { start: '<think>', end: '</think>', drop: [header, [header[0]!, 5, 6]] } });
+    try {
+      const r = await c.generate({ prompt: QWEN_THINK_PROMPT, parseSpecial: true, temperature: 0, emitTokenIds: true }).result;
+      expect(r.reasoning?.text).toBe(QWEN_REASONING);
+      expect(r.text).toBe(' equals 4.');
+      expect(Array.from(r.tokens!)).toEqual(Array.from(full.tokens!));
+    } finally {
+      await c.dispose();
+    }
+  });
+
   it('reasoning that never closes is reported as reasoning, with finishReason length', async () => {
     const r = await ctx.generate({ prompt: QWEN_THINK_PROMPT, parseSpecial: true, temperature: 0, maxTokens: 3 }).result;
     expect(r.finishReason).toBe('length');
