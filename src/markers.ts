@@ -33,8 +33,12 @@ export const MARKER_PRESETS = {
   llama3: { start: '<|python_tag|>', end: '<|eom_id|>' },
   /** Mistral / Mixtral (v3+ tokenizers): the call list runs to the end of the turn. */
   mistral: { start: '[TOOL_CALLS]', end: '</s>' },
-  /** Gemma 4. */
+  /** Gemma 4 with a JSON body `{"name": …, "arguments": …}`. */
   gemma4: { start: '<|tool_call>', end: '<tool_call|>' },
+  /** Gemma 4's native syntax `call:NAME{key:<|"|>value<|"|>,…}` (its chat template's). */
+  'gemma4-native': { start: '<|tool_call>', end: '<tool_call|>' },
+  /** DeepSeek V3.1+: `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜>`. */
+  deepseek: { start: '<｜tool▁call▁begin｜>', end: '<｜tool▁call▁end｜>' },
 } as const satisfies Record<string, ToolCallMarkers>;
 export type MarkerPresetName = keyof typeof MARKER_PRESETS;
 
@@ -91,6 +95,10 @@ export function detectMarkerPreset(model: Model): MarkerPresetName | undefined {
     const start = m.start as string;
     // The XML syntax shares its markers with hermes: the template's own example tells them apart.
     if (name === 'qwen-xml' && !(template.includes('<function=') && template.includes('<parameter='))) continue;
+    // Gemma 4's own template writes `call:NAME{…}`: the native preset, not the JSON one.
+    if (name === 'gemma4' && template.includes('call:')) continue;
+    // DeepSeek R1's calls are fenced JSON after the name: not the V3.1 syntax.
+    if (name === 'deepseek' && template.includes('```json')) continue;
     // Harmony's start marker is several tokens: its template's `to=functions.` and `<|call|>` choose it.
     if (name === 'harmony') {
       if (template.includes('to=') && template.includes('functions.') && template.includes('<|call|>') && singleToken(model, '<|call|>')) return name;

@@ -33,11 +33,18 @@ export interface EogVocab {
   tokenize?(text: string, options: { addSpecial: boolean; parseSpecial: boolean }): Int32Array;
 }
 
-/** Harmony's control tokens, when each is one token of the vocabulary. */
-function harmonySpecials(vocab: EogVocab): Record<string, number> | undefined {
-  if (!vocab.tokenize) return undefined;
+const SYNTAX_TOKENS: Partial<Record<string, readonly string[]>> = {
+  harmony: ['<|channel|>', '<|constrain|>', '<|message|>'],
+  deepseek: ['<｜tool▁sep｜>'],
+  'gemma4-native': ['<|"|>'],
+};
+
+/** The control tokens of a call syntax, when each is one token of the vocabulary. */
+function syntaxTokens(preset: string | undefined, vocab: EogVocab): Record<string, number> | undefined {
+  const texts = preset === undefined ? undefined : SYNTAX_TOKENS[preset];
+  if (!vocab.tokenize || !texts) return undefined;
   const out: Record<string, number> = {};
-  for (const text of ['<|channel|>', '<|constrain|>', '<|message|>']) {
+  for (const text of texts) {
     const ids = vocab.tokenize(text, { addSpecial: false, parseSpecial: true });
     if (ids.length === 1) out[text] = ids[0]!;
   }
@@ -85,7 +92,7 @@ export function toolFields(o: ParsedGenerateOptions | ParsedContinueOptions, mar
     end: Array.from(m.end),
     endIsEog,
     parallel: o.parallelToolCalls,
-    ...(m.preset === 'harmony' ? { specialTokens: harmonySpecials(vocab) } : {}),
+    ...(syntaxTokens(m.preset, vocab) ? { specialTokens: syntaxTokens(m.preset, vocab)! } : {}),
     ...(o.toolCallGrammar !== undefined ? { body: o.toolCallGrammar } : {}),
   });
   return {

@@ -18,7 +18,25 @@
  * linear in the bytes fed.
  */
 import { parsePartialJson } from './partial-json.js';
-import { isHarmonyCallBody, isXmlCallBody, parsePartialXmlCall, parseXmlCalls, splitHarmonyCall } from './xml-calls.js';
+import {
+  isDeepSeekCallBody,
+  isGemmaCallBody,
+  isHarmonyCallBody,
+  isXmlCallBody,
+  parsePartialXmlCall,
+  parseXmlCalls,
+  splitDeepSeekCall,
+  splitGemmaCall,
+  splitHarmonyCall,
+} from './xml-calls.js';
+
+/** Name + arguments text of a body in one of the non-JSON call syntaxes (XML excluded). */
+function splitNamed(text: string): { name: string; args: string | undefined } | undefined {
+  if (isGemmaCallBody(text)) return splitGemmaCall(text);
+  if (isDeepSeekCallBody(text)) return splitDeepSeekCall(text);
+  if (isHarmonyCallBody(text)) return splitHarmonyCall(text);
+  return undefined;
+}
 
 export type ToolCallSource = 'openai' | 'anthropic' | 'gemini' | 'llamux';
 
@@ -314,7 +332,7 @@ export class ToolCallAccumulator {
           text = entry.deltas.join('');
           entry.deltas = text === '' ? [] : [text];
         }
-        if (isXmlCallBody(text) || isHarmonyCallBody(text)) {
+        if (isXmlCallBody(text) || splitNamed(text) !== undefined) {
           const x = isXmlCallBody(text) ? parsePartialXmlCall(text) : harmonyPartial(text);
           cached = { version: entry.version, name: x.name, value: x.arguments };
           entry.snapshot = cached;
@@ -335,7 +353,7 @@ export class ToolCallAccumulator {
 }
 
 function harmonyPartial(text: string): { name: string | null; arguments: Record<string, unknown> | undefined } {
-  const h = splitHarmonyCall(text);
+  const h = splitNamed(text) ?? { name: '', args: undefined };
   return { name: h.name || null, arguments: h.args === undefined ? undefined : asRecord(parsePartialJson(h.args)) };
 }
 
@@ -351,8 +369,9 @@ function asRecord(value: unknown): Record<string, unknown> | undefined {
 function finalizeLlamux(entry: LlamuxPending, id: string | null): AccumulatedToolCall {
   const raw = entry.end ?? entry.deltas.join('');
   const truncated = entry.end === undefined || entry.truncated;
-  if (isHarmonyCallBody(raw)) {
-    const h = splitHarmonyCall(raw);
+  const named = splitNamed(raw);
+  if (named) {
+    const h = named;
     if (truncated) return { id, name: h.name, arguments: {}, _invalid_arguments: raw, _truncated: true };
     const decoded = decodeToolArguments(h.args ?? '');
     if (!decoded.ok || h.args === undefined || h.args.trim() === '') return { id, name: h.name, arguments: {}, _invalid_arguments: raw };

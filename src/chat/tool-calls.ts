@@ -1,7 +1,17 @@
 // Tool-call spans (the exact text between the markers) to calls, and tool-call ids.
 import { randomBytes } from 'node:crypto';
 import { ToolCallAccumulator } from './accumulator.js';
-import { isHarmonyCallBody, isXmlCallBody, parseXmlCalls, splitHarmonyCall, type XmlParamTypes } from './xml-calls.js';
+import {
+  isDeepSeekCallBody,
+  isGemmaCallBody,
+  isHarmonyCallBody,
+  isXmlCallBody,
+  parseXmlCalls,
+  splitDeepSeekCall,
+  splitGemmaCall,
+  splitHarmonyCall,
+  type XmlParamTypes,
+} from './xml-calls.js';
 
 /** Parameter types from tool schemas (`properties[key].type`), for the XML call syntax. */
 export function xmlParamTypes(tools: ReadonlyArray<{ name: string; parameters?: unknown }>): XmlParamTypes {
@@ -45,9 +55,9 @@ export function parseToolCallSpan(text: string, types?: XmlParamTypes): SpanTool
     return calls.map((c) => ({ name: c.name, arguments: c.arguments }));
   }
   // Harmony (gpt-oss): `NAME<|channel|>commentary json<|message|>{…}`.
-  if (isHarmonyCallBody(text)) {
-    const h = splitHarmonyCall(text);
-    const args = argumentsObject(h.args ?? '');
+  if (isHarmonyCallBody(text) || isDeepSeekCallBody(text) || isGemmaCallBody(text)) {
+    const h = isGemmaCallBody(text) ? splitGemmaCall(text) : isDeepSeekCallBody(text) ? splitDeepSeekCall(text) : splitHarmonyCall(text);
+    const args = h.args === undefined ? undefined : argumentsObject(h.args);
     if (!args || h.name === '') return [{ name: h.name, arguments: {}, invalidArguments: text }];
     return [{ name: h.name, arguments: args }];
   }

@@ -80,3 +80,87 @@ export function splitHarmonyCall(text: string): { name: string; args: string | u
   const at = text.indexOf('<|message|>');
   return { name, args: at < 0 ? undefined : text.slice(at + '<|message|>'.length) };
 }
+
+// DeepSeek V3.1+: a span runs from `<｜tool▁call▁begin｜>` to `<｜tool▁call▁end｜>`; its body is
+// `NAME<｜tool▁sep｜>{…}`.
+export const DEEPSEEK_SEP = '<｜tool▁sep｜>';
+
+export function isDeepSeekCallBody(text: string): boolean {
+  return /^[^\s<{[]+<｜tool▁sep｜>/.test(text);
+}
+
+export function splitDeepSeekCall(text: string): { name: string; args: string | undefined } {
+  const at = text.indexOf(DEEPSEEK_SEP);
+  if (at < 0) return { name: /^[^\s<]+/.exec(text)?.[0] ?? '', args: undefined };
+  return { name: text.slice(0, at), args: text.slice(at + DEEPSEEK_SEP.length) };
+}
+
+// Gemma 4 native: a span runs from `<|tool_call>` to `<tool_call|>`; its body is
+// `call:NAME{key:value,…}`: bare keys, strings between `<|"|>` quotes, numbers, booleans,
+// nested `{…}` (keys bare) and `[…]`.
+export function isGemmaCallBody(text: string): boolean {
+  return text.startsWith('call:');
+}
+
+const GQ = '<|"|>';
+
+/** Gemma 4's argument syntax as JSON text (undefined when malformed). */
+export function gemmaArgsToJson(src: string): string | undefined {
+  let out = '';
+  let i = 0;
+  let expectKey = false;
+  const stack: string[] = [];
+  while (i < src.length) {
+    if (src.startsWith(GQ, i)) {
+      const end = src.indexOf(GQ, i + GQ.length);
+      if (end < 0) return undefined;
+      out += JSON.stringify(src.slice(i + GQ.length, end));
+      i = end + GQ.length;
+      expectKey = false;
+      continue;
+    }
+    const c = src[i]!;
+    if (c === '{') {
+      stack.push('}');
+      out += c;
+      expectKey = true;
+      i++;
+    } else if (c === '[') {
+      stack.push(']');
+      out += c;
+      expectKey = false;
+      i++;
+    } else if (c === '}' || c === ']') {
+      if (stack.pop() !== c) return undefined;
+      out += c;
+      i++;
+    } else if (c === ',') {
+      out += c;
+      expectKey = stack[stack.length - 1] === '}';
+      i++;
+    } else if (c === ':') {
+      out += c;
+      i++;
+    } else if (expectKey) {
+      const m = /^[A-Za-z0-9_.$-]+/.exec(src.slice(i));
+      if (!m) return undefined;
+      out += JSON.stringify(m[0]);
+      i += m[0].length;
+      expectKey = false;
+    } else {
+      const m = /^[^,:{}[\]]+/.exec(src.slice(i));
+      if (!m) return undefined;
+      out += m[0];
+      i += m[0].length;
+    }
+  }
+  return stack.length === 0 ? out : undefined;
+}
+
+/** The name and arguments (as JSON text) of a Gemma 4 body. */
+export function splitGemmaCall(text: string): { name: string; args: string | undefined } {
+  const m = /^call:([^{\s]+)/.exec(text);
+  const name = m?.[1] ?? '';
+  const rest = m ? text.slice(m[0].length) : '';
+  return { name, args: rest.startsWith('{') ? gemmaArgsToJson(rest.trimEnd()) : undefined };
+}

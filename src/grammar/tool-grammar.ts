@@ -20,7 +20,7 @@ export type ToolChoice = 'auto' | 'none' | 'required' | { readonly name: string 
  * Call syntax inside a span. `hermes` / `gemma4` / `json`: `{"name": …, "arguments": {…}}`;
  * `llama3`: `{"name": …, "parameters": {…}}`; `mistral`: a JSON list of `{"name", "arguments"}` calls.
  */
-export type ToolCallFamily = 'hermes' | 'llama3' | 'mistral' | 'gemma4' | 'json' | 'qwen-xml' | 'harmony';
+export type ToolCallFamily = 'hermes' | 'llama3' | 'mistral' | 'gemma4' | 'json' | 'qwen-xml' | 'harmony' | 'deepseek' | 'gemma4-native';
 
 export interface ToolGrammarRequest {
   readonly tools: readonly ToolDefinition[];
@@ -114,6 +114,19 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
       calls.push(xmlCall(rules, conv, tool, params, i, relaxed));
       continue;
     }
+    if (req.family === 'deepseek') {
+      // NAME<｜tool▁sep｜>{…}
+      const sep = req.specialTokens?.['<｜tool▁sep｜>'];
+      calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(tool.name)} ${sep === undefined ? gbnfLiteral('<｜tool▁sep｜>') : gbnfToken(sep)} ${args}`));
+      continue;
+    }
+    if (req.family === 'gemma4-native') {
+      // call:NAME{…} in Gemma's own argument syntax: the name is enforced, the arguments are
+      // well-formed Gemma values (not checked against the schema).
+      defineGemmaValue(rules, req.specialTokens?.['<|"|>']);
+      calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(`call:${tool.name}`)} gemma-object`));
+      continue;
+    }
     if (req.family === 'harmony') {
       // After ` to=functions.`: the name, the channel header in either order gpt-oss writes, the JSON arguments.
       const sp = (text: string): string => {
@@ -130,7 +143,7 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
     conv.prim('sp');
     calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(`"name"`)} ":" sp ${gbnfLiteral(JSON.stringify(tool.name))} "," sp ${gbnfLiteral(`"${argsKey(req.family)}"`)} ":" sp ${args}`));
   }
-  if (req.family === 'harmony') {
+  if (req.family === 'harmony' || req.family === 'deepseek' || req.family === 'gemma4-native') {
     rules.define(TOOL_GRAMMAR_ROOT, `${start} (${calls.join(' | ')})${end}`);
     return { gbnf: rules.toString(), root: TOOL_GRAMMAR_ROOT, relaxed };
   }
@@ -179,6 +192,17 @@ function xmlCall(rules: RuleSet, conv: SchemaConverter, tool: ToolDefinition, pa
     parts.push(required.has(key) ? p : `${p}?`);
   }
   return rules.add(`t${i}-call`, `${gbnfLiteral(`${tool.name}>\n`)} ${parts.join(' ')}`);
+}
+
+/** Gemma 4's argument values: `<|"|>`-quoted strings, numbers, booleans, `{key:value,…}` with bare keys, `[…]`. */
+function defineGemmaValue(rules: RuleSet, quote: number | undefined): void {
+  if (rules.has('gemma-object')) return;
+  const q = quote === undefined ? gbnfLiteral('<|"|>') : gbnfToken(quote);
+  rules.define('gemma-string', quote === undefined ? `${q} ([^<] | "<" [^|])* ${q}` : `${q} [^<]* ${q}`);
+  rules.define('gemma-key', '[A-Za-z0-9_.$-]+');
+  rules.define('gemma-value', 'gemma-string | gemma-object | gemma-array | "-"? [0-9]+ ("." [0-9]+)? | "true" | "false" | "null"');
+  rules.define('gemma-object', '"{" (gemma-key ":" gemma-value ("," gemma-key ":" gemma-value)*)? "}"');
+  rules.define('gemma-array', '"[" (gemma-value ("," gemma-value)*)? "]"');
 }
 
 const checked = new Map<string, string | null>();
