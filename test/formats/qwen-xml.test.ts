@@ -60,6 +60,17 @@ describe('Qwen XML tool calls (Qwen3.5 template)', () => {
     expect(cities).toEqual(new Set(['Paris', 'Lyon']));
   });
 
+  it("toolChoice 'required' with the prompt's open reasoning span: the reasoning comes first, then the forced call", async () => {
+    const r = await ctx.generate({ prompt, parseSpecial: true, temperature: 0, tools: XML_TOOLS, toolChoice: 'required', parallelToolCalls: false }).result;
+    expect(r.reasoning?.text).toBe(XML_REASONING);
+    expect(r.toolCalls.map((c) => c.text)).toEqual([XML_SPAN]);
+    expect(r.finishReason).toBe('toolCall');
+    // a budget ends the reasoning early; the grammar then forces the call at once
+    const b = await ctx.generate({ prompt, parseSpecial: true, temperature: 0, tools: XML_TOOLS, toolChoice: 'required', parallelToolCalls: false, reasoningBudget: 1 }).result;
+    expect(b.reasoning?.text).toBe(' Need');
+    expect(parseToolCallSpan(b.toolCalls[0]!.text)[0]!.name).toBe('get_weather');
+  });
+
   it('the grammar types parameters by the schema: strings raw, integers as JSON', () => {
     const g = compileToolGrammar({ tools: XML_TOOLS, choice: 'auto', family: 'qwen-xml', start: [1], end: [2], endIsEog: false, parallel: true });
     expect(g.gbnf).toContain('"<parameter=city>\\n" xml-text "\\n</parameter>\\n"');
