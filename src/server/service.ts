@@ -336,6 +336,9 @@ export class ChatService {
         ...(this.#isolate && req.tenant !== undefined ? { cacheScope: `tenant:${req.tenant}` } : {}),
       });
       let prelude = { text: [] as string[], tokens: [] as number[] };
+      // Reasoning before a call is part of its prelude: its exact tokens are replayed when the
+      // template renders the history the same way (the text is then the special-token rendering).
+      let preludeReasoning = false;
       const preludes = new Map<number, { text: string; tokens: number[] }>();
       let emitted = 0;
       let started = false;
@@ -352,12 +355,18 @@ export class ChatService {
             if (ev.text.length > 0) yield { type: 'text', text: ev.text };
             break;
           case 'reasoning':
+            for (const t of ev.tokens) prelude.tokens.push(t);
+            preludeReasoning = true;
             if (this.#isolate) for (const t of ev.tokens) generated.push(t);
             if (ev.text.length > 0) yield { type: 'reasoning', text: ev.text };
             break;
           case 'toolCallStart':
-            preludes.set(ev.index, { text: prelude.text.join(''), tokens: prelude.tokens });
+            preludes.set(ev.index, {
+              text: preludeReasoning ? this.model.detokenize(Int32Array.from(prelude.tokens), { special: true }) : prelude.text.join(''),
+              tokens: prelude.tokens,
+            });
             prelude = { text: [], tokens: [] };
+            preludeReasoning = false;
             break;
           case 'toolCallEnd': {
             if (this.#isolate) for (const t of ev.tokens) generated.push(t);

@@ -105,3 +105,18 @@ export function qwenXmlSpec(): ScriptedModelSpec {
     chatTemplate: template,
   };
 }
+
+/**
+ * `qwen35-xml-replay`: like `qwen35-xml`, but the reasoning is written the way the template
+ * renders it back (`Need the forecast.\n` then `</think>`), so a client that sends
+ * `reasoning_content` back gets a prompt that extends the generated tokens past the reasoning.
+ */
+export function qwenXmlReplaySpec(): ScriptedModelSpec {
+  const base = qwenXmlSpec();
+  const script = base.scripts[0]!;
+  return {
+    ...base,
+    name: 'qwen35-xml-replay',
+    scripts: [{ ...script, continuation: ['Need', '▁the', '▁forecast.\n', ...script.continuation.slice(3)] }],
+  };
+}
