@@ -120,6 +120,21 @@ describe('Qwen XML tool calls (Qwen3.5 template)', () => {
       expect(JSON.parse(args)).toEqual({ city: 'Paris', days: 3 });
     });
 
+    it('malformed output: reasoning that never closes, a truncated span', async () => {
+      const openai: OpenAI = openaiFor(server);
+      const messages = [{ role: 'user' as const, content: WEATHER_QUESTION }];
+      const open = await openai.chat.completions.create({ model: 'q', messages, tools, temperature: 0, max_tokens: 2 });
+      expect(open.choices[0]!.finish_reason).toBe('length');
+      expect((open.choices[0]!.message as { reasoning_content?: string }).reasoning_content).toBe(' Need the');
+      expect(open.choices[0]!.message.content).toBe('');
+      expect(open.choices[0]!.message.tool_calls).toBeUndefined();
+      // 3 reasoning tokens, </think>, <tool_call>, then 3 of the span's tokens: never a call
+      const cut = await openai.chat.completions.create({ model: 'q', messages, tools, temperature: 0, max_tokens: 8 });
+      expect(cut.choices[0]!.finish_reason).toBe('length');
+      expect(cut.choices[0]!.message.tool_calls).toBeUndefined();
+      expect((cut.choices[0]!.message as { reasoning_content?: string }).reasoning_content).toBe(XML_REASONING);
+    });
+
     it('Anthropic: a thinking block, then tool_use', async () => {
       const anthropic: Anthropic = anthropicFor(server);
       const r = await anthropic.messages.create({
