@@ -76,6 +76,31 @@ describe('reasoning spans (Qwen3.5 template, <think> markers)', () => {
     }
   });
 
+  it('a span the model opens itself: single- and multi-token start markers, and a false start released as text', async () => {
+    const ids = (text: string): number[] => Array.from(model.tokenize(text, { addSpecial: false, parseSpecial: true })).slice(-1);
+    const two = ids(' Two')[0]!;
+    const plus = ids(' plus')[0]!;
+    const end = ids('</think>')[0]!;
+    const run = async (start: number[]) => {
+      const c = await model.createContext({ contextSize: 1024, sequences: 1, threads: 1, reasoningMarkers: { start, end: [end] } });
+      try {
+        return await c.generate({ prompt: QWEN_THINK_PROMPT, parseSpecial: true, temperature: 0, reasoningOpen: false }).result;
+      } finally {
+        await c.dispose();
+      }
+    };
+    const single = await run([two]);
+    expect(single.reasoning?.text).toBe(' plus two is four.');
+    expect(single.text).toBe(QWEN_ANSWER);
+    const multi = await run([two, plus]);
+    expect(multi.reasoning?.text).toBe(' two is four.');
+    expect(multi.text).toBe(QWEN_ANSWER);
+    // ' Two' is held as a possible start, ' two' breaks it: both go on as text, in order
+    const falseStart = await run([two, two]);
+    expect(falseStart.reasoning).toBeUndefined();
+    expect(falseStart.text).toBe(`${QWEN_REASONING}</think>${QWEN_ANSWER}`);
+  });
+
   it('reasoning that never closes is reported as reasoning, with finishReason length', async () => {
     const r = await ctx.generate({ prompt: QWEN_THINK_PROMPT, parseSpecial: true, temperature: 0, maxTokens: 3 }).result;
     expect(r.finishReason).toBe('length');
