@@ -177,9 +177,13 @@ function xmlCall(rules: RuleSet, conv: SchemaConverter, tool: ToolDefinition, pa
   for (const [j, [key, sub]] of Object.entries(props).entries()) {
     const s = sub as Record<string, unknown> | boolean;
     const isString = typeof s === 'object' && s !== null && s.type === 'string' && s.enum === undefined && s.const === undefined && s.pattern === undefined && s.format === undefined;
+    // A string enum (or const) is written raw too, as the template renders it: one of the literals.
+    const raw = typeof s === 'object' && s !== null && s.type === 'string' ? (s.enum ?? (s.const !== undefined ? [s.const] : undefined)) : undefined;
     let value: string | undefined;
     if (isString) value = 'xml-text';
-    else {
+    else if (Array.isArray(raw) && raw.length > 0 && raw.every((v) => typeof v === 'string' && !v.includes('</'))) {
+      value = rules.add(`t${i}-p${j}-enum`, (raw as string[]).map((v) => gbnfLiteral(v)).join(' | '));
+    } else {
       try {
         value = conv.convert(s, `/properties/${key}`, `t${i}-p${j}`);
       } catch (e) {

@@ -68,3 +68,42 @@ describe('reasoning on the real qwen35 vocabulary (zoo model)', () => {
     }
   });
 });
+
+describe('Qwen XML calls on the real qwen35 vocabulary (zoo model)', () => {
+  const TOOLS = [
+    {
+      name: 'get_weather',
+      parameters: { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Lyon'] }, days: { type: 'integer', enum: [1, 2, 3] } }, required: ['city', 'days'] },
+    },
+  ];
+  let model: Model;
+  let ctx: Context;
+  beforeAll(async () => {
+    model = await loadModel((await zooModels(['qwen35'])).qwen35.path);
+    ctx = await model.createContext({ contextSize: 2048, sequences: 1, threads: 1 });
+  });
+  afterAll(async () => {
+    await ctx?.dispose();
+    await model?.dispose();
+  });
+
+  it("toolChoice 'required' after a reasoning budget: the grammar forces an XML call; raw string enum, JSON integer", async () => {
+    const text = new ChatTemplate(model.metadata.chatTemplate!, { bosToken: '', eosToken: '<|im_end|>' }).render([{ role: 'user', content: 'Weather?' }], { tools: TOOLS });
+    const prompt = model.tokenize(text, { addSpecial: false, parseSpecial: true });
+    const deltas: string[] = [];
+    const gen = ctx.generate({ prompt, temperature: 0, tools: TOOLS, toolChoice: 'required', parallelToolCalls: false, reasoningBudget: 3, maxTokens: 300 });
+    for await (const ev of gen) if (ev.type === 'toolCallDelta') deltas.push(ev.text);
+    const r = await gen.result;
+    expect(r.reasoning!.tokens.length).toBe(4); // 3 + the forced </think>
+    expect(r.finishReason).toBe('toolCall');
+    const span = r.toolCalls[0]!;
+    expect(deltas.join('')).toBe(span.text);
+    expect(span.text).toMatch(/^\n<function=get_weather>\n<parameter=city>\n(Paris|Lyon)\n<\/parameter>\n<parameter=days>\n[123]\n<\/parameter>\n<\/function>\n$/);
+    const { parseToolCallSpan, xmlParamTypes } = await import('../../src/chat/tool-calls.js');
+    const [call] = parseToolCallSpan(span.text, xmlParamTypes(TOOLS));
+    expect(call!.name).toBe('get_weather');
+    expect(typeof call!.arguments.city).toBe('string');
+    expect(typeof call!.arguments.days).toBe('number');
+    expect(model.detokenize(span.tokens, { special: true })).toBe(`<tool_call>${span.text}</tool_call>`);
+  });
+});
