@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChatTemplate, parseToolCallSpan } from '../../src/chat/index.js';
 import { ToolCallAccumulator } from '../../src/chat/accumulator.js';
 import { compileToolGrammar, loadModel, type Context, type Model } from '../../src/index.js';
+import { zooGreedyChain } from '../../src/gguf/index.js';
 import { zooModels } from '../helpers/zoo.js';
 
 const TOOLS = [{ name: 'get_weather', parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Lyon'] } }, required: ['city'], additionalProperties: false } }];
@@ -48,6 +49,22 @@ describe('Harmony (gpt-oss) channels', () => {
     expect(call!.name).toBe('get_weather');
     expect(['Paris', 'Lyon']).toContain(call!.arguments.city);
     expect(model.detokenize(span.tokens, { special: true })).toBe(` to=functions.${span.text}<|call|>`);
+  });
+
+  it('the analysis channel is reasoning: a prompt that opened it starts inside; a budget forces <|end|> and the output goes on', async () => {
+    const d = (await zooModels(['gpt-oss']))['gpt-oss'];
+    const t = new ChatTemplate(model.metadata.chatTemplate!, { bosToken: '', eosToken: '<|return|>' });
+    const text = `${t.render([{ role: 'user', content: 'hi' }])}<|channel|>analysis<|message|>`;
+    const prompt = model.tokenize(text, { addSpecial: false, parseSpecial: true });
+    const end = model.tokenize('<|end|>', { addSpecial: false, parseSpecial: true });
+    expect(end.length).toBe(1);
+    const r = await ctx.generate({ prompt, temperature: 0, reasoningBudget: 4, maxTokens: 10, emitTokenIds: true }).result;
+    const chain = zooGreedyChain(d.successors, prompt.at(-1)!, 4);
+    expect(Array.from(r.reasoning!.tokens)).toEqual([...chain, end[0]!]);
+    expect(r.reasoning!.text).toBe(model.detokenize(Int32Array.from(chain)));
+    const after = zooGreedyChain(d.successors, end[0]!, 5);
+    expect(Array.from(r.tokens!)).toEqual([...chain, end[0]!, ...after]);
+    expect(r.text).toBe(model.detokenize(Int32Array.from(after)));
   });
 
   it('parses both header orders; a truncated or unknown body is invalid', () => {
