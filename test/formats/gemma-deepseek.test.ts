@@ -6,6 +6,7 @@ import { ChatTemplate, parseToolCallSpan } from '../../src/chat/index.js';
 import { ToolCallAccumulator } from '../../src/chat/accumulator.js';
 import { gemmaArgsToJson } from '../../src/chat/xml-calls.js';
 import { compileToolGrammar, loadModel, type Context, type Model } from '../../src/index.js';
+import { zooGreedyChain } from '../../src/gguf/index.js';
 import { zooModels } from '../helpers/zoo.js';
 
 const TOOLS = [{ name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }];
@@ -40,6 +41,17 @@ describe('Gemma 4 native call syntax', () => {
       expect(call!.invalidArguments).toBeUndefined();
       expect(model.detokenize(r.toolCalls[0]!.tokens, { special: true })).toBe(`<|tool_call>${r.toolCalls[0]!.text}<tool_call|>`);
     }
+  });
+
+  it('the thought channel is reasoning: an opened channel starts inside, a budget forces <channel|>', async () => {
+    const d = (await zooModels(['gemma4'])).gemma4;
+    const t = new ChatTemplate(model.metadata.chatTemplate!, { bosToken: '<bos>', eosToken: '<eos>' });
+    const prompt = model.tokenize(`${t.render([{ role: 'user', content: 'hi' }])}<|channel>thought`, { addSpecial: false, parseSpecial: true });
+    const end = Array.from(ctx.reasoningMarkers!.end);
+    const r = await ctx.generate({ prompt, temperature: 0, reasoningBudget: 3, maxTokens: 8, emitTokenIds: true }).result;
+    const chain = zooGreedyChain(d.successors, prompt.at(-1)!, 3);
+    expect(Array.from(r.reasoning!.tokens)).toEqual([...chain, ...end]);
+    expect(r.text).toBe(model.detokenize(Int32Array.from(zooGreedyChain(d.successors, end.at(-1)!, 8 - 3 - end.length))));
   });
 
   it('parses Gemma values: quoted strings, numbers, booleans, nested objects and arrays', () => {
