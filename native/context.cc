@@ -85,6 +85,15 @@ static void ReadVocabTokens(Napi::Env env, const Napi::Object &o, const char *ke
   }
 }
 
+// `textDrop`: token ids, sequences separated by -1.
+static void ReadDropTokens(Napi::Env env, const Napi::Object &o, int32_t nVocab, std::vector<llama_token> *dst) {
+  Napi::Int32Array a = RequireInt32Array(env, o, "textDrop");
+  dst->assign(a.Data(), a.Data() + a.ElementLength());
+  for (llama_token t : *dst) {
+    if (t < -1 || t >= nVocab) throw Napi::RangeError::New(env, "textDrop: token outside the vocabulary");
+  }
+}
+
 // new Context(model, options, onEvents)
 Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(info) {
   Napi::Env env = info.Env();
@@ -365,6 +374,25 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->parallelToolCalls = RequireBool(env, o, "parallelToolCalls");
   p->toolEndEog = static_cast<int32_t>(RequireInt(env, o, "toolEndEog"));
   if (p->toolEndEog >= model_->n_vocab) ThrowCoded(env, ErrorCode::InvalidArgument, "toolEndEog is outside the vocabulary");
+  ReadVocabTokens(env, o, "reasoningStart", model_->n_vocab, &p->reasoningStart);
+  ReadVocabTokens(env, o, "reasoningEnd", model_->n_vocab, &p->reasoningEnd);
+  p->reasoningOpen = RequireBool(env, o, "reasoningOpen");
+  p->reasoningBudget = static_cast<int32_t>(RequireInt(env, o, "reasoningBudget"));
+  {
+    // Sequences separated by -1.
+    std::vector<llama_token> flat;
+    ReadDropTokens(env, o, model_->n_vocab, &flat);
+    std::vector<llama_token> cur;
+    for (llama_token t : flat) {
+      if (t == -1) {
+        if (!cur.empty()) p->textDrop.push_back(cur);
+        cur.clear();
+      } else {
+        cur.push_back(t);
+      }
+    }
+    if (!cur.empty()) p->textDrop.push_back(cur);
+  }
   Napi::Value stops = o.Get("stop");
   if (!stops.IsArray()) MissingKey(env, "stop", "an array of strings");
   Napi::Array a = stops.As<Napi::Array>();

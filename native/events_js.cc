@@ -54,6 +54,7 @@ const char *EventTypeName(EventType t) {
     case EventType::ToolCallEnd: return "toolCallEnd";
     case EventType::SessionDone: return "sessionDone";
     case EventType::RpcFailed: return "rpcFailed";
+    case EventType::Reasoning: return "reasoning";
   }
   return "unknown";
 }
@@ -67,6 +68,7 @@ Napi::Array EventsToJs(Napi::Env env, const std::vector<Event> &batch) {
     o.Set("type", EventTypeName(e.type));
     o.Set("id", static_cast<double>(e.id));
     switch (e.type) {
+      case EventType::Reasoning:
       case EventType::Text: {
         o.Set("text", Napi::String::New(env, e.text));
         if (!e.tokens.empty()) {

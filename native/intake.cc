@@ -15,7 +15,10 @@ bool Scheduler::InitToolGrammar(Request &r, std::string *error) {
     return false;
   }
   r.sampler.SetToolGrammar(g, p.toolEndEog, &eogTokens_);
-  if (p.toolRequired && !r.sampler.StartToolGrammar({})) {
+  // A prompt that opened a reasoning span lets the reasoning come first: the grammar of a
+  // required call starts when the span closes (output.cc).
+  bool reasoningFirst = p.reasoningOpen && !p.reasoningStart.empty() && !p.reasoningEnd.empty();
+  if (p.toolRequired && !reasoningFirst && !r.sampler.StartToolGrammar({})) {
     *error = "The tool-call grammar could not start";
     return false;
   }
@@ -83,6 +86,17 @@ void Scheduler::Intake(std::unique_ptr<RequestParams> params) {
     failed = false;
   }
   if (!failed && cfg_.markers.Enabled() && r->p->detectToolCalls) r->span.matcher = std::make_unique<MarkerMatcher>(&cfg_.markers);
+  if (!failed && !r->p->reasoningStart.empty() && !r->p->reasoningEnd.empty()) {
+    auto &rs = r->reasoning;
+    rs.set.start = r->p->reasoningStart;
+    rs.set.end = r->p->reasoningEnd;
+    rs.matcher = std::make_unique<MarkerMatcher>(&rs.set);
+    rs.stream = std::make_unique<TextStream>();
+    if (r->p->reasoningOpen) {
+      rs.matcher->StartInside();
+      if (r->p->reasoningBudget == 0) rs.forced = rs.set.end;
+    }
+  }
   r->nPrompt = r->tokens.size();
   r->stats.promptTokens = static_cast<int32_t>(r->nPrompt);
   if (failed) {

@@ -33,6 +33,10 @@ class MarkerMatcher {
   void Flush(std::vector<Output> *out);
 
   Region region() const { return region_; }
+  // Starts inside a span (a reasoning span the prompt already opened).
+  void StartInside() { region_ = Region::Wrapper; }
+  // Tokens held back as a possible marker prefix.
+  size_t HeldSize() const { return held_.size(); }
   bool Holding() const { return !held_.empty(); }
   // The wrapper syntax (markers and everything in a span outside payloads) is sampled greedily.
   bool WantsGreedy() const { return region_ == Region::Wrapper || !held_.empty(); }

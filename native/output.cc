@@ -106,6 +106,114 @@ Output::Step Output::ProcessOutputs(Request &r, const std::vector<MarkerMatcher:
   return Step::Continue;
 }
 
+void Output::EmitPendingReasoning(Request &r) {
+  if (r.reasoning.pending.empty() && r.reasoning.pendingTokens.empty()) return;
+  Event ev;
+  ev.type = EventType::Reasoning;
+  ev.id = r.p->id;
+  ev.text.swap(r.reasoning.pending);
+  ev.tokens.swap(r.reasoning.pendingTokens);
+  Emit(std::move(ev));
+}
+
+// Routes what the reasoning matcher released: its text goes on to the tool-call matcher (or
+// the text path), the span's body and markers become reasoning events.
+Output::Step Output::ProcessReasoning(Request &r, const std::vector<MarkerMatcher::Output> &outs, FinishReason *reason) {
+  auto &rs = r.reasoning;
+  for (const auto &o : outs) {
+    switch (o.kind) {
+      case MarkerMatcher::Kind::Text:
+        for (llama_token t : o.tokens) {
+          Step step = OnOutputToken(r, t, reason);
+          if (step != Step::Continue) return step;
+        }
+        break;
+      case MarkerMatcher::Kind::Open:
+        // Text before the span is final.
+        r.text.stream->Flush(&r.text.pending);
+        EmitPendingText(r, false);
+        rs.pendingTokens.insert(rs.pendingTokens.end(), o.tokens.begin(), o.tokens.end());
+        break;
+      case MarkerMatcher::Kind::Close:
+        rs.stream->Flush(&rs.pending);
+        rs.pendingTokens.insert(rs.pendingTokens.end(), o.tokens.begin(), o.tokens.end());
+        EmitPendingReasoning(r);
+        rs.forced.clear();
+        rs.forcedPos = 0;
+        // A required call whose grammar waited for the reasoning starts now.
+        if (r.p->toolRequired && r.sampler.HasToolGrammar() && !r.sampler.ToolGrammarActive() && r.span.index == 0 &&
+            !r.sampler.StartToolGrammar({})) {
+          return Step::GrammarFailed;
+        }
+        break;
+      default:  // Body (a reasoning span has no payload markers)
+        for (llama_token t : o.tokens) {
+          rs.pendingTokens.push_back(t);
+          rs.stream->Push(Piece(t, r.p->renderSpecial), &rs.pending);
+        }
+        break;
+    }
+  }
+  return Step::Continue;
+}
+
+// Text-side channel headers (RequestParams::textDrop): a token that may begin one is held; a
+// completed header is dropped (its tokens still travel with the text's token ids); a held run
+// that can no longer complete one goes on, in order.
+Output::Step Output::OnOutputToken(Request &r, llama_token tok, FinishReason *reason) {
+  const auto &drops = r.p->textDrop;
+  if (drops.empty() || r.span.open) return OnUndroppedToken(r, tok, reason);
+  auto &held = r.dropHeld;
+  held.push_back(tok);
+  for (const auto &d : drops) {
+    if (d.size() == held.size() && std::equal(d.begin(), d.end(), held.begin())) {
+      if (r.p->emitTokenIds) r.text.pendingTokens.insert(r.text.pendingTokens.end(), held.begin(), held.end());
+      held.clear();
+      return Step::Continue;
+    }
+  }
+  for (const auto &d : drops) {
+    if (d.size() > held.size() && std::equal(held.begin(), held.end(), d.begin())) return Step::Continue;
+  }
+  // No header can complete: release the first token and try again with the rest.
+  std::vector<llama_token> rest(held.begin() + 1, held.end());
+  llama_token first = held.front();
+  held.clear();
+  Step step = OnUndroppedToken(r, first, reason);
+  for (llama_token t : rest) {
+    if (step != Step::Continue) return step;
+    step = OnOutputToken(r, t, reason);
+  }
+  return step;
+}
+
+Output::Step Output::FlushDropped(Request &r, FinishReason *reason) {
+  std::vector<llama_token> held;
+  held.swap(r.dropHeld);
+  Step step = Step::Continue;
+  for (llama_token t : held) {
+    if (step != Step::Continue) break;
+    step = OnUndroppedToken(r, t, reason);
+  }
+  return step;
+}
+
+Output::Step Output::OnUndroppedToken(Request &r, llama_token tok, FinishReason *reason) {
+  if (r.span.matcher) {
+    outs_.clear();
+    r.span.matcher->Push(tok, &outs_);
+    Step step = ProcessOutputs(r, outs_, reason);
+    if (r.p->greedyToolSyntax) r.sampler.UseGreedy(r.span.matcher->WantsGreedy());
+    return step;
+  }
+  if (r.p->emitTokenIds) r.text.pendingTokens.push_back(tok);
+  if (r.text.stream->Push(Piece(tok, r.p->renderSpecial), &r.text.pending)) {
+    *reason = FinishReason::Stop;
+    return Step::Finished;
+  }
+  return Step::Continue;
+}
+
 Output::Step Output::OnToken(Request &r, llama_token tok, size_t nCtxSeq, FinishReason *reason) {
   Clock::time_point now = Clock::now();
   if (r.nGenerated == 0) {
@@ -127,17 +235,22 @@ Output::Step Output::OnToken(Request &r, llama_token tok, size_t nCtxSeq, Finish
   r.tokens.push_back(tok);
   r.nGenerated++;
   Step step = Step::Continue;
-  if (r.span.matcher) {
-    outs_.clear();
-    r.span.matcher->Push(tok, &outs_);
-    step = ProcessOutputs(r, outs_, reason);
-    if (r.p->greedyToolSyntax) r.sampler.UseGreedy(r.span.matcher->WantsGreedy());
-  } else {
-    if (r.p->emitTokenIds) r.text.pendingTokens.push_back(tok);
-    if (r.text.stream->Push(Piece(tok, r.p->renderSpecial), &r.text.pending)) {
-      *reason = FinishReason::Stop;
-      step = Step::Finished;
+  auto &rs = r.reasoning;
+  if (rs.matcher && !r.span.open) {
+    bool inside = rs.matcher->region() != MarkerMatcher::Region::Text;
+    if (inside) rs.count++;
+    reasonOuts_.clear();
+    rs.matcher->Push(tok, &reasonOuts_);
+    step = ProcessReasoning(r, reasonOuts_, reason);
+    // The budget is spent: the end marker follows (what of it is already held is not repeated).
+    if (step == Step::Continue && r.p->reasoningBudget >= 0 && rs.forced.empty() &&
+        rs.matcher->region() != MarkerMatcher::Region::Text && rs.count >= r.p->reasoningBudget) {
+      size_t held = std::min(rs.matcher->HeldSize(), rs.set.end.size());
+      rs.forced.assign(rs.set.end.begin() + static_cast<long>(held), rs.set.end.end());
+      rs.forcedPos = 0;
     }
+  } else {
+    step = OnOutputToken(r, tok, reason);
   }
   if (step != Step::Continue) return step;
   if ((r.p->maxTokens >= 0 && r.nGenerated >= r.p->maxTokens) || r.tokens.size() >= nCtxSeq) {
@@ -161,6 +274,18 @@ void Output::End(Request &r, FinishReason reason, const char *code, const std::s
   // the output short: what was held stays unsaid, so everything streamed is a prefix of what
   // the full run would have streamed.
   if (reason == FinishReason::Eog || reason == FinishReason::Length) {
+    if (r.reasoning.matcher && !r.span.open) {
+      // Held tokens: inside a span they are reasoning, outside they go on as text.
+      reasonOuts_.clear();
+      r.reasoning.matcher->Flush(&reasonOuts_);
+      FinishReason ignored;
+      ProcessReasoning(r, reasonOuts_, &ignored);
+    }
+    if (r.reasoning.stream) r.reasoning.stream->Flush(&r.reasoning.pending);
+    if (!r.dropHeld.empty()) {
+      FinishReason ignored;
+      FlushDropped(r, &ignored);
+    }
     if (r.span.matcher) {
       outs_.clear();
       r.span.matcher->Flush(&outs_);
@@ -169,6 +294,7 @@ void Output::End(Request &r, FinishReason reason, const char *code, const std::s
     }
     r.text.stream->Flush(&r.text.pending);
   }
+  EmitPendingReasoning(r);
   EmitPendingText(r, true);
   if (r.span.open) CloseSpan(r, true);  // never reported as a complete call
   FinalStats &st = r.stats;
@@ -202,6 +328,7 @@ void Output::FlushEvents(const std::vector<std::unique_ptr<Request>> &active, bo
     if (r.done) continue;
     // Tokens travel with the text they produced: a token that only began a UTF-8
     // character (or a possible stop string) waits for the event that completes it.
+    EmitPendingReasoning(r);
     EmitPendingText(r, false);
     EmitSpanDelta(r);
   }

@@ -51,6 +51,12 @@ class Output {
   // GrammarFailed, or Continue.
   Step ProcessOutputs(Request &r, const std::vector<MarkerMatcher::Output> &outs, FinishReason *reason);
   void EmitPendingText(Request &r, bool evenIfEmpty);
+  void EmitPendingReasoning(Request &r);
+  // A token outside reasoning spans: the tool-call matcher or the plain text path.
+  Step OnOutputToken(Request &r, llama_token tok, FinishReason *reason);
+  Step OnUndroppedToken(Request &r, llama_token tok, FinishReason *reason);
+  Step FlushDropped(Request &r, FinishReason *reason);
+  Step ProcessReasoning(Request &r, const std::vector<MarkerMatcher::Output> &outs, FinishReason *reason);
   void EmitSpanDelta(Request &r);
   void CloseSpan(Request &r, bool truncated);
   std::string Piece(llama_token tok, bool special) const;
@@ -60,6 +66,7 @@ class Output {
   Flush flush_;
   std::vector<Event> events_;
   std::vector<MarkerMatcher::Output> outs_;
+  std::vector<MarkerMatcher::Output> reasonOuts_;
   Clock::time_point lastFlush_;
 };
 

@@ -55,6 +55,14 @@ struct RequestParams {
   bool toolRequired = false;
   bool parallelToolCalls = false;  // false: generation ends when the first span closes
   int32_t toolEndEog = 0;          // the end marker when it is one end-of-generation token, else -1
+  // Reasoning spans (empty start/end: no reasoning detection). Tokens between the markers are
+  // reasoning events, apart from text; `reasoningOpen`: the prompt opened the span already.
+  std::vector<llama_token> reasoningStart, reasoningEnd;
+  bool reasoningOpen = false;
+  int32_t reasoningBudget = -1;  // >= 0: after this many reasoning tokens the end marker is forced
+  // Channel headers dropped from text (Harmony's `<|start|>assistant`, `<|channel|>final<|message|>`):
+  // token sequences, matched after reasoning spans and before tool-call spans.
+  std::vector<std::vector<llama_token>> textDrop;
 };
 
 struct FinalStats {
@@ -86,6 +94,7 @@ enum class EventType : uint8_t {
   ToolCallEnd = 7,
   SessionDone = 8,  // a session command finished (code/message set when it failed)
   RpcFailed = 9,    // an RPC server of the model died: every request fails (posted by the monitor)
+  Reasoning = 10,   // reasoning text (and its tokens, markers included) apart from text
 };
 
 struct ReadyInfo {

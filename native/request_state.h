@@ -52,6 +52,23 @@ struct Request {
     std::string pending;
   } span;
 
+  // Reasoning spans (only when the request has reasoning markers). Tokens pass through this
+  // matcher first; what it releases as text goes on to the tool-call matcher.
+  struct ReasoningOut {
+    MarkerSet set;                           // start/end: the reasoning markers
+    std::unique_ptr<MarkerMatcher> matcher;  // nullptr: no reasoning detection
+    std::unique_ptr<TextStream> stream;
+    std::string pending;
+    std::vector<int32_t> pendingTokens;
+    int32_t count = 0;                       // tokens sampled inside reasoning spans
+    std::vector<llama_token> forced;         // the end marker's tokens still to force (budget)
+    size_t forcedPos = 0;
+  } reasoning;
+
+  // Channel headers dropped from text (RequestParams::textDrop): tokens held while they may
+  // still complete one.
+  std::vector<llama_token> dropHeld;
+
   // This tick's share of the batch.
   struct TickShare {
     size_t count = 0;

@@ -267,7 +267,18 @@ void Scheduler::DecodeBatch() {
       }
       if (r.tick.logitIdx < 0) continue;
       Clock::time_point t0 = Clock::now();
-      llama_token tok = r.sampler.Sample(ctx_, r.tick.logitIdx);
+      llama_token tok;
+      if (r.reasoning.forcedPos < r.reasoning.forced.size()) {
+        // A reasoning budget ran out: its end marker is forced, token by token.
+        tok = r.reasoning.forced[r.reasoning.forcedPos++];
+        if (r.reasoning.forcedPos == r.reasoning.forced.size()) {
+          r.reasoning.forced.clear();
+          r.reasoning.forcedPos = 0;
+        }
+        if (!r.sampler.Accept(tok)) tok = -2;
+      } else {
+        tok = r.sampler.Sample(ctx_, r.tick.logitIdx);
+      }
       r.stats.sampleMs += MsBetween(t0, Clock::now());
       if (tok == -2) {
         Fail(r, ErrorCode::GrammarFailed, r.sampler.OverStackLimit() ? "The grammar is too ambiguous: more than 1024 parses of the output at once (alternatives that match the same text, nested); make its alternatives start differently" : "The grammar allows no token at this point of the output");

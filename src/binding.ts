@@ -155,6 +155,15 @@ export interface NativeRequest {
   parallelToolCalls: boolean;
   /** The end marker when it is one end-of-generation token; -1 otherwise. */
   toolEndEog: number;
+  /** Reasoning markers (empty: no reasoning detection). */
+  reasoningStart: Int32Array;
+  reasoningEnd: Int32Array;
+  /** The prompt opened a reasoning span already: output starts inside it. */
+  reasoningOpen: boolean;
+  /** >= 0: after this many reasoning tokens the end marker is forced; -1: no budget. */
+  reasoningBudget: number;
+  /** Channel headers dropped from text: token ids, sequences separated by -1. */
+  textDrop: Int32Array;
   temperature: number;
   topK: number;
   topP: number;
@@ -251,6 +260,7 @@ export interface NativeReady {
 export type NativeEvent =
   | { type: 'ready'; id: number; ready: NativeReady }
   | { type: 'text'; id: number; text: string; tokens?: Int32Array }
+  | { type: 'reasoning'; id: number; text: string; tokens?: Int32Array }
   | {
       type: 'final';
       id: number;

@@ -9,10 +9,11 @@ import { Generation } from './generation.js';
 import { InFlight } from './in-flight.js';
 import { PrefixKeys } from './prefix-keys.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
+import { resolveReasoningMarkers, type ResolvedReasoningMarkers } from './reasoning.js';
 import type { Model } from './model.js';
 import {
   checkLogitBias, contextConfig, continueRequest, endSessionCommand, forkSessionCommand,
-  generateRequest, prefillRequest, toolFields, readySettings, type ContextSettings, type ParsedContextOptions, type SessionRef,
+  generateRequest, prefillRequest, toolFields, reasoningFields, readySettings, type ContextSettings, type ParsedContextOptions, type SessionRef,
 } from './native-request.js';
 import {
   ContinueOptionsSchema,
@@ -67,6 +68,8 @@ export class Context {
   readonly model: Model;
   /** Tool-call markers in use (token ids), or undefined for the plain text path. */
   readonly markers: ResolvedMarkers | undefined;
+  /** Reasoning markers in use (token ids), or undefined: reasoning is plain text. */
+  readonly reasoningMarkers: ResolvedReasoningMarkers | undefined;
   #native: NativeContext;
   #settings: ContextSettings | undefined;
   #inFlight = new InFlight((id) => this.#native.cancel(id));
@@ -103,6 +106,7 @@ export class Context {
     this.model = model;
     this.#maxPending = opts.sequences + opts.maxQueued;
     this.markers = resolveMarkers(model, opts.toolCallMarkers ?? model.defaultMarkers);
+    this.reasoningMarkers = resolveReasoningMarkers(model, opts.reasoningMarkers);
     this.#native = new native.Context(model.nativeHandle(), contextConfig(opts, this.markers), Context.#eventSink(new WeakRef(this)));
     busyContexts.add(this); // until 'ready' (or the creation error) arrives
   }
@@ -261,7 +265,7 @@ export class Context {
       const tail = promptTokens(this.model, o.prompt, { addSpecial: false, parseSpecial: false, signal: o.signal });
       return tail instanceof Promise ? tail.then((t) => joinTokens(parent, t)) : joinTokens(parent, tail);
     };
-    return this.#run(o, tokens, (id, prompt) => generateRequest(id, o, prompt, tools, target), target);
+    return this.#run(o, tokens, (id, prompt) => generateRequest(id, o, prompt, tools, target, reasoningFields(o, this.reasoningMarkers, prompt)), target);
   }
 
   /**
@@ -382,7 +386,7 @@ export class Context {
     const tools = toolFields(o, this.markers, this.model);
     checkLogitBias(o, this.model.vocab.size);
     const tokens = () => promptTokens(this.model, tail, { addSpecial: false, parseSpecial: o.parseSpecial, signal: o.signal });
-    return this.#run(o, tokens, (id, p) => continueRequest(id, o, p, tools, session), session);
+    return this.#run(o, tokens, (id, p) => continueRequest(id, o, p, tools, session, reasoningFields(o, this.reasoningMarkers, p)), session);
   }
 
   /** Queues a session command after every request started before it (in call order). */

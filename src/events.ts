@@ -61,9 +61,19 @@ export interface CacheReport {
   checkpoint?: number;
 }
 
-export interface GenerateResult {
-  /** Text outside tool-call spans. */
+/** The reasoning a model wrote (the spans between its reasoning markers). */
+export interface ReasoningResult {
+  /** Reasoning text, markers excluded. Equals the concatenation of the reasoning events' text. */
   text: string;
+  /** Every token of the reasoning spans, markers included (a forced end marker too): replay these to hit the KV cache. */
+  tokens: Int32Array;
+}
+
+export interface GenerateResult {
+  /** Text outside tool-call spans and reasoning spans. */
+  text: string;
+  /** Reasoning, apart from text; present when the model wrote a reasoning span (or the prompt opened one). */
+  reasoning?: ReasoningResult;
   /** Complete tool-call spans, in order. */
   toolCalls: ToolCallSpan[];
   /** A span still open when generation ended: never a complete call. */
@@ -91,6 +101,13 @@ export interface TextEvent {
   tokens?: Int32Array;
 }
 
+/** A reasoning delta (text between the reasoning markers; `tokens` holds every token sampled since the previous reasoning event, markers included). */
+export interface ReasoningEvent {
+  type: 'reasoning';
+  text: string;
+  tokens: Int32Array;
+}
+
 /** The last event of a successful generation. */
 export interface FinalEvent extends GenerateResult {
   type: 'final';
@@ -116,6 +133,7 @@ export interface ToolCallTruncatedEvent extends ToolCallSpan {
 
 export type GenerateEvent =
   | TextEvent
+  | ReasoningEvent
   | ToolCallStartEvent
   | ToolCallDeltaEvent
   | ToolCallEndEvent

@@ -8,7 +8,7 @@ import type { FinalEvent, FinishReason, GenerateEvent, GenerateResult, ToolCallS
 type NativeFinal = Extract<NativeEvent, { type: 'final' }> & { finishReason: FinishReason };
 
 /** The numbers of a successful final; the Generation adds the text, tokens and spans. */
-export function finalResult(ev: NativeFinal): Omit<GenerateResult, 'text' | 'tokens' | 'toolCalls' | 'truncatedToolCall'> {
+export function finalResult(ev: NativeFinal): Omit<GenerateResult, 'text' | 'tokens' | 'toolCalls' | 'truncatedToolCall' | 'reasoning'> {
   const s = ev.stats;
   return {
     finishReason: ev.finishReason,
@@ -49,6 +49,8 @@ export class Generation implements AsyncIterable<GenerateEvent> {
   #resolve!: (r: GenerateResult) => void;
   #reject!: (e: unknown) => void;
   #text: string[] = [];
+  #reasoning: string[] | undefined;
+  #reasoningTokens: number[] = [];
   #tokens: number[] | undefined;
   #toolCalls: ToolCallSpan[] = [];
   #truncated: ToolCallSpan | undefined;
@@ -106,6 +108,19 @@ export class Generation implements AsyncIterable<GenerateEvent> {
   }
 
   /** @internal */
+  onReasoning(text: string, tokens: Int32Array): void {
+    if (this.#done) return;
+    (this.#reasoning ??= []).push(text);
+    for (const t of tokens) this.#reasoningTokens.push(t);
+    if (this.#tokens) for (const t of tokens) this.#tokens.push(t);
+    this.#queue.push({ type: 'reasoning', text, tokens });
+    if (!this.#paused && this.#queue.iterating && this.#queue.size > this.#highWater) {
+      this.#paused = true;
+      this.#setPaused(true);
+    }
+  }
+
+  /** @internal */
   onEvent(ev: GenerateEvent): void {
     if (this.#done) return;
     if (ev.type === 'toolCallEnd' || ev.type === 'toolCallTruncated') {
@@ -123,11 +138,12 @@ export class Generation implements AsyncIterable<GenerateEvent> {
   }
 
   /** @internal */
-  onFinal(result: Omit<GenerateResult, 'text' | 'tokens' | 'toolCalls' | 'truncatedToolCall'>): void {
+  onFinal(result: Omit<GenerateResult, 'text' | 'tokens' | 'toolCalls' | 'truncatedToolCall' | 'reasoning'>): void {
     if (this.#done) return;
     this.#done = true;
     const full: GenerateResult = { ...result, text: this.#text.join(''), toolCalls: this.#toolCalls };
     if (this.#truncated) full.truncatedToolCall = this.#truncated;
+    if (this.#reasoning) full.reasoning = { text: this.#reasoning.join(''), tokens: Int32Array.from(this.#reasoningTokens) };
     if (this.#tokens) full.tokens = Int32Array.from(this.#tokens);
     const ev: FinalEvent = { type: 'final', ...full };
     this.#queue.push(ev);

@@ -10,7 +10,7 @@ interface RequestEntry {
   onAbort?: () => void;
 }
 
-type RequestEvent = Extract<NativeEvent, { type: 'text' | 'toolCallStart' | 'toolCallDelta' | 'toolCallEnd' | 'final' | 'sessionDone' }>;
+type RequestEvent = Extract<NativeEvent, { type: 'text' | 'reasoning' | 'toolCallStart' | 'toolCallDelta' | 'toolCallEnd' | 'final' | 'sessionDone' }>;
 
 export class InFlight {
   #requests = new Map<number, RequestEntry>();
@@ -59,6 +59,9 @@ export class InFlight {
     switch (ev.type) {
       case 'text':
         this.#requests.get(ev.id)?.gen.onText(ev.text, ev.tokens);
+        return;
+      case 'reasoning':
+        this.#requests.get(ev.id)?.gen.onReasoning(ev.text, ev.tokens ?? new Int32Array(0));
         return;
       case 'toolCallStart':
         this.#requests.get(ev.id)?.gen.onEvent({ type: 'toolCallStart', index: ev.index });

@@ -31,6 +31,8 @@ export type {
   GenerateEvent,
   GenerateResult,
   GenerateTimings,
+  ReasoningEvent,
+  ReasoningResult,
   TextEvent,
   ToolCallDeltaEvent,
   ToolCallEndEvent,
@@ -42,6 +44,10 @@ export type {
 // ---- tool-call markers -------------------------------------------------------------------
 export { MARKER_PRESETS, detectMarkerPreset, tokenizeMarker } from './markers.js';
 export type { MarkerOption, MarkerPresetName, ResolvedMarkers, ToolCallMarkers } from './markers.js';
+
+// ---- reasoning markers -------------------------------------------------------------------
+export { REASONING_PRESETS, detectReasoningPreset, promptOpensReasoning } from './reasoning.js';
+export type { ReasoningMarkers, ReasoningOption, ReasoningPresetName, ResolvedReasoningMarkers } from './reasoning.js';
 
 // ---- tool grammars -----------------------------------------------------------------------
 export { compileToolGrammar } from './grammar/index.js';

@@ -29,10 +29,21 @@ export const MARKER_PRESETS = {
   llama3: { start: '<|python_tag|>', end: '<|eom_id|>' },
   /** Mistral / Mixtral (v3+ tokenizers): the call list runs to the end of the turn. */
   mistral: { start: '[TOOL_CALLS]', end: '</s>' },
-  /** Gemma 4. */
+  /** Gemma 4 with a JSON body `{"name": …, "arguments": …}`. */
   gemma4: { start: '<|tool_call>', end: '<tool_call|>' },
+  /** Qwen3-Coder, Qwen3.5, Qwen3.6: XML bodies `<function=NAME>` / `<parameter=KEY>` inside `<tool_call>`. */
+  'qwen-xml': { start: '<tool_call>', end: '</tool_call>' },
+  /** gpt-oss (Harmony): ` to=functions.NAME<|channel|>commentary json<|message|>{…}<|call|>` (the name is in the span). */
+  harmony: { start: ' to=functions.', end: '<|call|>' },
+  /** Gemma 4's native syntax `call:NAME{key:<|"|>value<|"|>,…}` (its chat template's). */
+  'gemma4-native': { start: '<|tool_call>', end: '<tool_call|>' },
+  /** DeepSeek V3.1+: `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜>`. */
+  deepseek: { start: '<｜tool▁call▁begin｜>', end: '<｜tool▁call▁end｜>' },
 } as const satisfies Record<string, ToolCallMarkers>;
 export type MarkerPresetName = keyof typeof MARKER_PRESETS;
+
+/** Auto-detection order: a syntax that shares its markers with another (qwen-xml / hermes, gemma4-native / gemma4) is tried first. */
+const DETECTION_ORDER: readonly MarkerPresetName[] = ['qwen-xml', 'harmony', 'hermes', 'llama3', 'mistral', 'gemma4-native', 'gemma4', 'deepseek'];
 
 export const MarkerOptionSchema = z.union([
   z.literal(false),
@@ -83,8 +94,19 @@ function singleToken(model: Model, text: string): boolean {
  */
 export function detectMarkerPreset(model: Model): MarkerPresetName | undefined {
   const template = model.metadata.chatTemplate ?? '';
-  for (const [name, m] of Object.entries(MARKER_PRESETS) as [MarkerPresetName, ToolCallMarkers][]) {
-    const start = m.start as string;
+  for (const name of DETECTION_ORDER) {
+    const start = MARKER_PRESETS[name].start as string;
+    // The XML syntax shares its markers with hermes: the template's own example tells them apart.
+    if (name === 'qwen-xml' && !(template.includes('<function=') && template.includes('<parameter='))) continue;
+    // Gemma 4's own template writes `call:NAME{…}`: the native preset, not the JSON one.
+    if (name === 'gemma4' && template.includes('call:')) continue;
+    // DeepSeek R1's calls are fenced JSON after the name: not the V3.1 syntax.
+    if (name === 'deepseek' && template.includes('```json')) continue;
+    // Harmony's start marker is several tokens: its template's `to=functions.` and `<|call|>` choose it.
+    if (name === 'harmony') {
+      if (template.includes('to=') && template.includes('functions.') && template.includes('<|call|>') && singleToken(model, '<|call|>')) return name;
+      continue;
+    }
     if (template.includes(start) && singleToken(model, start)) return name;
   }
   return undefined;

@@ -8,6 +8,7 @@ import type { NativeContextOptions, NativeReady, NativeRequest, NativeSessionCom
 import { LlamuxError } from './errors.js';
 import { compileToolGrammar } from './grammar/index.js';
 import type { ResolvedMarkers } from './markers.js';
+import { promptOpensReasoning, type ResolvedReasoningMarkers } from './reasoning.js';
 import { GGML_TYPE_IDS, type ContextOptionsSchema, type ParsedContinueOptions, type ParsedGenerateOptions } from './options.js';
 import { isZodSchema, parametersJsonSchema } from './tool-schema.js';
 import { toInt32Array } from './tokens.js';
@@ -28,7 +29,30 @@ export type ToolFields = Pick<NativeRequest, 'detectToolCalls' | 'toolGrammar' |
 /** The vocabulary question the tool fields ask (a Model answers it). */
 export interface EogVocab {
   isEndOfGeneration(token: number): boolean;
+  /** Tokenizes marker text (for the control tokens of a call syntax); absent: matched by spelling. */
+  tokenize?(text: string, options: { addSpecial: boolean; parseSpecial: boolean }): Int32Array;
 }
+
+const SYNTAX_TOKENS: Partial<Record<string, readonly string[]>> = {
+  harmony: ['<|channel|>', '<|constrain|>', '<|message|>'],
+  deepseek: ['<｜tool▁sep｜>'],
+  'gemma4-native': ['<|"|>'],
+};
+
+/** The control tokens of a call syntax, when each is one token of the vocabulary. */
+function syntaxTokens(preset: string | undefined, vocab: EogVocab): Record<string, number> | undefined {
+  const texts = preset === undefined ? undefined : SYNTAX_TOKENS[preset];
+  if (!vocab.tokenize || !texts) return undefined;
+  const out: Record<string, number> = {};
+  for (const text of texts) {
+    const ids = vocab.tokenize(text, { addSpecial: false, parseSpecial: true });
+    if (ids.length === 1) out[text] = ids[0]!;
+  }
+  return out;
+}
+
+/** The reasoning fields of a request. */
+export type ReasoningFields = Pick<NativeRequest, 'reasoningStart' | 'reasoningEnd' | 'reasoningOpen' | 'reasoningBudget' | 'textDrop'>;
 
 const NO_EXPECT = null;
 const EMPTY_I32 = new Int32Array(0);
@@ -68,6 +92,7 @@ export function toolFields(o: ParsedGenerateOptions | ParsedContinueOptions, mar
     end: Array.from(m.end),
     endIsEog,
     parallel: o.parallelToolCalls,
+    ...(syntaxTokens(m.preset, vocab) ? { specialTokens: syntaxTokens(m.preset, vocab)! } : {}),
     ...(o.toolCallGrammar !== undefined ? { body: o.toolCallGrammar } : {}),
   });
   return {
@@ -76,6 +101,34 @@ export function toolFields(o: ParsedGenerateOptions | ParsedContinueOptions, mar
     toolGrammarRoot: g.root,
     toolRequired: o.toolChoice !== 'auto',
     toolEndEog: endIsEog ? m.end[0]! : -1,
+  };
+}
+
+const NO_REASONING: ReasoningFields = { reasoningStart: new Int32Array(0), reasoningEnd: new Int32Array(0), reasoningOpen: false, reasoningBudget: -1, textDrop: new Int32Array(0) };
+
+function flatDrop(drop: readonly Int32Array[] | undefined): Int32Array {
+  if (!drop?.length) return NO_REASONING.textDrop;
+  const out: number[] = [];
+  for (const d of drop) out.push(...d, -1);
+  return Int32Array.from(out);
+}
+
+/**
+ * The reasoning fields of `detectReasoning` / `reasoningBudget` for a prompt (a continue tail
+ * counts as the prompt: a chat turn's tail holds its generation prompt).
+ */
+export function reasoningFields(
+  o: ParsedGenerateOptions | ParsedContinueOptions,
+  markers: ResolvedReasoningMarkers | undefined,
+  prompt: Int32Array,
+): ReasoningFields {
+  if (!markers || !o.detectReasoning) return NO_REASONING;
+  return {
+    reasoningStart: markers.start,
+    reasoningEnd: markers.end,
+    reasoningOpen: o.reasoningOpen ?? promptOpensReasoning(prompt, markers),
+    reasoningBudget: o.reasoningBudget ?? -1,
+    textDrop: flatDrop(markers.drop),
   };
 }
 
@@ -137,7 +190,14 @@ function sessionFields(session: SessionRef | undefined, wait: boolean): Pick<Nat
 }
 
 /** `generate()`: the prompt, already tokenized (src/prompt-tokens.ts). */
-export function generateRequest(id: number, o: ParsedGenerateOptions, promptTokens: Int32Array, tools: ToolFields, session: SessionRef | undefined): NativeRequest {
+export function generateRequest(
+  id: number,
+  o: ParsedGenerateOptions,
+  promptTokens: Int32Array,
+  tools: ToolFields,
+  session: SessionRef | undefined,
+  reasoning: ReasoningFields = NO_REASONING,
+): NativeRequest {
   return {
     id,
     promptTokens,
@@ -147,11 +207,19 @@ export function generateRequest(id: number, o: ParsedGenerateOptions, promptToke
     prefillOnly: false,
     ...sampledFields(o),
     ...tools,
+    ...reasoning,
   };
 }
 
 /** `continue()`: the tail, appended to the session's committed tokens by the engine. */
-export function continueRequest(id: number, o: ParsedContinueOptions, tail: Int32Array, tools: ToolFields, session: SessionRef): NativeRequest {
+export function continueRequest(
+  id: number,
+  o: ParsedContinueOptions,
+  tail: Int32Array,
+  tools: ToolFields,
+  session: SessionRef,
+  reasoning: ReasoningFields = NO_REASONING,
+): NativeRequest {
   return {
     id,
     promptTokens: tail,
@@ -161,6 +229,7 @@ export function continueRequest(id: number, o: ParsedContinueOptions, tail: Int3
     prefillOnly: false,
     ...sampledFields(o),
     ...tools,
+    ...reasoning,
   };
 }
 
@@ -199,6 +268,7 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
     toolRequired: false,
     parallelToolCalls: true,
     toolEndEog: -1,
+    ...NO_REASONING,
   };
 }
 

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { LlamuxError } from './errors.js';
 import { MarkerOptionSchema } from './markers.js';
+import { ReasoningOptionSchema } from './reasoning.js';
 import { deprecate } from './deprecation.js';
 import { formatIssues } from './issues.js';
 
@@ -104,6 +105,11 @@ export const ContextOptionsSchema = z
      * and chat template; the default, falling back to the model's loadModel option), or false.
      */
     toolCallMarkers: MarkerOptionSchema.optional(),
+    /**
+     * Reasoning markers: a preset name (`think`, `harmony`, `gemma4`), explicit `{ start, end }`,
+     * 'auto' (detect from the chat template; the default) or false (reasoning is plain text).
+     */
+    reasoningMarkers: ReasoningOptionSchema.optional(),
     /** Reuse KV across requests (live sequences, sessions, tiers). false: every prompt is prefilled in full. */
     prefixCache: z.boolean().default(true),
     /**
@@ -210,6 +216,12 @@ const GenerateFieldsSchema = SamplingOptionsSchema.extend({
   parallelToolCalls: z.boolean().default(true),
   /** GBNF (rule root) for the span body between the markers, instead of the JSON call syntax built from `tools`. */
   toolCallGrammar: z.string().min(1).optional(),
+  /** Detect reasoning spans when the context has reasoning markers: their tokens are `reasoning` events, apart from text (default true). */
+  detectReasoning: z.boolean().default(true),
+  /** Reasoning tokens allowed before the span's end marker is forced (then generation goes on); default: no limit. */
+  reasoningBudget: z.number().int().min(0).optional(),
+  /** Output starts inside a reasoning span; default: when the prompt's last reasoning start marker has no end marker after it. */
+  reasoningOpen: z.boolean().optional(),
   signal: abortSignal.optional(),
   /** Pin a sequence to this session across requests: a prompt extending the last one prefills only the new tokens. */
   sessionId: z.string().min(1).max(256).optional(),

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { buildChatPrompt, markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
 import { ChatTemplate } from '../chat/template.js';
-import { newToolCallId, parseToolCallSpan } from '../chat/tool-calls.js';
+import { newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import { ChatMessagesSchema, type ChatAssistantMessage, type ChatMessage, type ChatToolCall, type ChatToolDefinition } from '../chat/types.js';
 import { Context, sessionFor } from '../context.js';
 import { LlamuxError, abortError } from '../errors.js';
@@ -370,7 +370,8 @@ export class Agent {
     // Calls, in span order, with fresh ids; each single-call span is kept for exact replay.
     const calls: AgentToolCallInfo[] = [];
     for (const span of ended) {
-      const parsed = parseToolCallSpan(span.text);
+      // XML call bodies (qwen-xml) are typed by the tools' schemas: strings raw, the rest JSON.
+      const parsed = parseToolCallSpan(span.text, xmlParamTypes(this.#tools.map((t) => ({ name: t.name, parameters: t.parameters === undefined ? undefined : toolParametersJsonSchema(t) }))));
       for (const p of parsed) {
         const info: AgentToolCallInfo = { id: newToolCallId(), name: p.name, arguments: p.arguments };
         if (p.invalidArguments !== undefined) info.invalidArguments = p.invalidArguments;

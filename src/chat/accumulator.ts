@@ -18,6 +18,25 @@
  * linear in the bytes fed.
  */
 import { parsePartialJson } from './partial-json.js';
+import {
+  isDeepSeekCallBody,
+  isGemmaCallBody,
+  isHarmonyCallBody,
+  isXmlCallBody,
+  parsePartialXmlCall,
+  parseXmlCalls,
+  splitDeepSeekCall,
+  splitGemmaCall,
+  splitHarmonyCall,
+} from './xml-calls.js';
+
+/** Name + arguments text of a body in one of the non-JSON call syntaxes (XML excluded). */
+function splitNamed(text: string): { name: string; args: string | undefined } | undefined {
+  if (isGemmaCallBody(text)) return splitGemmaCall(text);
+  if (isDeepSeekCallBody(text)) return splitDeepSeekCall(text);
+  if (isHarmonyCallBody(text)) return splitHarmonyCall(text);
+  return undefined;
+}
 
 export type ToolCallSource = 'openai' | 'anthropic' | 'gemini' | 'llamux';
 
@@ -313,6 +332,13 @@ export class ToolCallAccumulator {
           text = entry.deltas.join('');
           entry.deltas = text === '' ? [] : [text];
         }
+        if (isXmlCallBody(text) || splitNamed(text) !== undefined) {
+          const x = isXmlCallBody(text) ? parsePartialXmlCall(text) : harmonyPartial(text);
+          cached = { version: entry.version, name: x.name, value: x.arguments };
+          entry.snapshot = cached;
+          out.push({ source: 'llamux', id: null, name: cached.name, arguments: cached.value, complete: entry.end !== undefined });
+          continue;
+        }
         const body = parsePartialJson(text);
         const name = isRecord(body) && typeof body.name === 'string' ? body.name : null;
         const args = isRecord(body) ? (body.arguments ?? body.parameters) : undefined;
@@ -324,6 +350,11 @@ export class ToolCallAccumulator {
     }
     return out;
   }
+}
+
+function harmonyPartial(text: string): { name: string | null; arguments: Record<string, unknown> | undefined } {
+  const h = splitNamed(text) ?? { name: '', args: undefined };
+  return { name: h.name || null, arguments: h.args === undefined ? undefined : asRecord(parsePartialJson(h.args)) };
 }
 
 function asRecord(value: unknown): Record<string, unknown> | undefined {
@@ -338,6 +369,21 @@ function asRecord(value: unknown): Record<string, unknown> | undefined {
 function finalizeLlamux(entry: LlamuxPending, id: string | null): AccumulatedToolCall {
   const raw = entry.end ?? entry.deltas.join('');
   const truncated = entry.end === undefined || entry.truncated;
+  const named = splitNamed(raw);
+  if (named) {
+    const h = named;
+    if (truncated) return { id, name: h.name, arguments: {}, _invalid_arguments: raw, _truncated: true };
+    const decoded = decodeToolArguments(h.args ?? '');
+    if (!decoded.ok || h.args === undefined || h.args.trim() === '') return { id, name: h.name, arguments: {}, _invalid_arguments: raw };
+    return { id, name: h.name, arguments: decoded.value };
+  }
+  if (isXmlCallBody(raw)) {
+    const name = parsePartialXmlCall(raw).name ?? '';
+    if (truncated) return { id, name, arguments: {}, _invalid_arguments: raw, _truncated: true };
+    const calls = parseXmlCalls(raw.trim());
+    if (!calls || calls.length !== 1) return { id, name, arguments: {}, _invalid_arguments: raw };
+    return { id, name: calls[0]!.name, arguments: calls[0]!.arguments };
+  }
   let body: unknown;
   let parsed = false;
   try {

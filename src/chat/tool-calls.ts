@@ -1,6 +1,27 @@
 // Tool-call spans (the exact text between the markers) to calls, and tool-call ids.
 import { randomBytes } from 'node:crypto';
 import { ToolCallAccumulator } from './accumulator.js';
+import {
+  isDeepSeekCallBody,
+  isGemmaCallBody,
+  isHarmonyCallBody,
+  isXmlCallBody,
+  parseXmlCalls,
+  splitDeepSeekCall,
+  splitGemmaCall,
+  splitHarmonyCall,
+  type XmlParamTypes,
+} from './xml-calls.js';
+
+/** Parameter types from tool schemas (`properties[key].type`), for the XML call syntax. */
+export function xmlParamTypes(tools: ReadonlyArray<{ name: string; parameters?: unknown }>): XmlParamTypes {
+  const byName = new Map(tools.map((t) => [t.name, t.parameters]));
+  return (tool, key) => {
+    const p = byName.get(tool) as { properties?: Record<string, { type?: unknown }> } | undefined;
+    const t = p?.properties?.[key]?.type;
+    return typeof t === 'string' ? t : undefined;
+  };
+}
 
 /** A call parsed from one span. */
 export interface SpanToolCall {
@@ -21,8 +42,25 @@ function isRecord(v: unknown): v is Record<string, unknown> {
  * JSON array of such bodies (Mistral's `[TOOL_CALLS][…]`) is several calls sharing the span.
  * Anything else is one call flagged `invalidArguments`.
  */
-export function parseToolCallSpan(text: string): SpanToolCall[] {
+export function parseToolCallSpan(text: string, types?: XmlParamTypes): SpanToolCall[] {
   const trimmed = text.trim();
+  // Qwen's XML syntax: `<function=NAME>` blocks with `<parameter=KEY>` values (typed by the
+  // tool's schema when `types` knows it: strings raw, anything else JSON).
+  if (isXmlCallBody(trimmed)) {
+    const calls = parseXmlCalls(trimmed, types);
+    if (!calls) {
+      const name = /<function=([^>\n]+)>/.exec(trimmed)?.[1]?.trim() ?? '';
+      return [{ name, arguments: {}, invalidArguments: text }];
+    }
+    return calls.map((c) => ({ name: c.name, arguments: c.arguments }));
+  }
+  // Harmony (gpt-oss): `NAME<|channel|>commentary json<|message|>{…}`.
+  if (isHarmonyCallBody(text) || isDeepSeekCallBody(text) || isGemmaCallBody(text)) {
+    const h = isGemmaCallBody(text) ? splitGemmaCall(text) : isDeepSeekCallBody(text) ? splitDeepSeekCall(text) : splitHarmonyCall(text);
+    const args = h.args === undefined ? undefined : argumentsObject(h.args);
+    if (!args || h.name === '') return [{ name: h.name, arguments: {}, invalidArguments: text }];
+    return [{ name: h.name, arguments: args }];
+  }
   if (trimmed.startsWith('[')) {
     try {
       const list: unknown = JSON.parse(trimmed);

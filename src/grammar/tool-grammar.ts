@@ -20,7 +20,7 @@ export type ToolChoice = 'auto' | 'none' | 'required' | { readonly name: string 
  * Call syntax inside a span. `hermes` / `gemma4` / `json`: `{"name": …, "arguments": {…}}`;
  * `llama3`: `{"name": …, "parameters": {…}}`; `mistral`: a JSON list of `{"name", "arguments"}` calls.
  */
-export type ToolCallFamily = 'hermes' | 'llama3' | 'mistral' | 'gemma4' | 'json';
+export type ToolCallFamily = 'hermes' | 'llama3' | 'mistral' | 'gemma4' | 'json' | 'qwen-xml' | 'harmony' | 'deepseek' | 'gemma4-native';
 
 export interface ToolGrammarRequest {
   readonly tools: readonly ToolDefinition[];
@@ -33,6 +33,8 @@ export interface ToolGrammarRequest {
   readonly endIsEog: boolean;
   /** false: a span holds one call (Mistral's list gets one element). */
   readonly parallel: boolean;
+  /** Control tokens of the call syntax (Harmony's `<|channel|>`, `<|constrain|>`, `<|message|>`) by text: the grammar matches these ids, not their spelling. */
+  readonly specialTokens?: Readonly<Record<string, number>>;
   /** A caller's GBNF for the span body (rule `root`); replaces the family syntax and the tools' schemas. */
   readonly body?: string;
 }
@@ -108,8 +110,48 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
       throw e;
     }
     for (const r of conv.relaxed) relaxed.push(`${tool.name}: ${r}`);
+    if (req.family === 'qwen-xml') {
+      calls.push(xmlCall(rules, conv, tool, params, i, relaxed));
+      continue;
+    }
+    if (req.family === 'deepseek') {
+      // NAME<｜tool▁sep｜>{…}
+      const sep = req.specialTokens?.['<｜tool▁sep｜>'];
+      calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(tool.name)} ${sep === undefined ? gbnfLiteral('<｜tool▁sep｜>') : gbnfToken(sep)} ${args}`));
+      continue;
+    }
+    if (req.family === 'gemma4-native') {
+      // call:NAME{…} in Gemma's own argument syntax: the name is enforced, the arguments are
+      // well-formed Gemma values (not checked against the schema).
+      defineGemmaValue(rules, req.specialTokens?.['<|"|>']);
+      calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(`call:${tool.name}`)} gemma-object`));
+      continue;
+    }
+    if (req.family === 'harmony') {
+      // After ` to=functions.`: the name, the channel header in either order gpt-oss writes, the JSON arguments.
+      const sp = (text: string): string => {
+        const id = req.specialTokens?.[text];
+        return id === undefined ? gbnfLiteral(text) : gbnfToken(id);
+      };
+      const header = rules.add(
+        'harmony-header',
+        `(${sp('<|channel|>')} ${gbnfLiteral('commentary json')} ${sp('<|message|>')} | ${gbnfLiteral(' ')} ${sp('<|constrain|>')} ${gbnfLiteral('json')} ${sp('<|message|>')})`,
+      );
+      calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(tool.name)} ${header} ${args}`));
+      continue;
+    }
     conv.prim('sp');
     calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(`"name"`)} ":" sp ${gbnfLiteral(JSON.stringify(tool.name))} "," sp ${gbnfLiteral(`"${argsKey(req.family)}"`)} ":" sp ${args}`));
+  }
+  if (req.family === 'harmony' || req.family === 'deepseek' || req.family === 'gemma4-native') {
+    rules.define(TOOL_GRAMMAR_ROOT, `${start} (${calls.join(' | ')})${end}`);
+    return { gbnf: rules.toString(), root: TOOL_GRAMMAR_ROOT, relaxed };
+  }
+  if (req.family === 'qwen-xml') {
+    // <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>\n</tool_call>
+    const one = rules.add('xml-call', `${gbnfLiteral('\n<function=')} (${calls.join(' | ')}) ${gbnfLiteral('</function>\n')}`);
+    rules.define(TOOL_GRAMMAR_ROOT, `${start} ${req.parallel ? `${one} (${gbnfLiteral('\n')}? ${one})*` : one}${end}`);
+    return { gbnf: rules.toString(), root: TOOL_GRAMMAR_ROOT, relaxed };
   }
   const call = rules.add('call', `"{" sp (${calls.join(' | ')}) sp "}"`);
   let body: string;
@@ -118,6 +160,53 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
   else body = `[ \\n]? ${call} [ \\n]?`;
   rules.define(TOOL_GRAMMAR_ROOT, `${start} ${body}${end}`);
   return { gbnf: rules.toString(), root: TOOL_GRAMMAR_ROOT, relaxed };
+}
+
+/**
+ * One tool in Qwen's XML call syntax: `NAME>\n` then its parameters in the schema's order
+ * (required ones always, optional ones maybe). A string parameter is raw text up to
+ * `\n</parameter>` (no `</` inside); any other type is JSON matching its schema.
+ */
+function xmlCall(rules: RuleSet, conv: SchemaConverter, tool: ToolDefinition, params: unknown, i: number, relaxed: string[]): string {
+  const schema = (typeof params === 'object' && params !== null ? params : {}) as Record<string, unknown>;
+  const props = (typeof schema.properties === 'object' && schema.properties !== null ? schema.properties : {}) as Record<string, unknown>;
+  const required = new Set(Array.isArray(schema.required) ? (schema.required as string[]) : []);
+  if (params === true || schema.additionalProperties === true) relaxed.push(`${tool.name}: additionalProperties (the XML call syntax names only declared parameters)`);
+  rules.define('xml-text', '([^<] | "<" [^/])*');
+  const parts: string[] = [];
+  for (const [j, [key, sub]] of Object.entries(props).entries()) {
+    const s = sub as Record<string, unknown> | boolean;
+    const isString = typeof s === 'object' && s !== null && s.type === 'string' && s.enum === undefined && s.const === undefined && s.pattern === undefined && s.format === undefined;
+    // A string enum (or const) is written raw too, as the template renders it: one of the literals.
+    const raw = typeof s === 'object' && s !== null && s.type === 'string' ? (s.enum ?? (s.const !== undefined ? [s.const] : undefined)) : undefined;
+    let value: string | undefined;
+    if (isString) value = 'xml-text';
+    else if (Array.isArray(raw) && raw.length > 0 && raw.every((v) => typeof v === 'string' && !v.includes('</'))) {
+      value = rules.add(`t${i}-p${j}-enum`, (raw as string[]).map((v) => gbnfLiteral(v)).join(' | '));
+    } else {
+      try {
+        value = conv.convert(s, `/properties/${key}`, `t${i}-p${j}`);
+      } catch (e) {
+        if (e instanceof SchemaGrammarError) throw invalid(`Tool "${tool.name}": the parameters schema at ${e.path || `/properties/${key}`} cannot be compiled to a grammar: ${e.message}`);
+        throw e;
+      }
+    }
+    if (value === undefined) throw invalid(`Tool "${tool.name}": parameter "${key}" allows no value`);
+    const p = rules.add(`t${i}-p${j}`, `${gbnfLiteral(`<parameter=${key}>\n`)} ${value} ${gbnfLiteral('\n</parameter>\n')}`);
+    parts.push(required.has(key) ? p : `${p}?`);
+  }
+  return rules.add(`t${i}-call`, `${gbnfLiteral(`${tool.name}>\n`)} ${parts.join(' ')}`);
+}
+
+/** Gemma 4's argument values: `<|"|>`-quoted strings, numbers, booleans, `{key:value,…}` with bare keys, `[…]`. */
+function defineGemmaValue(rules: RuleSet, quote: number | undefined): void {
+  if (rules.has('gemma-object')) return;
+  const q = quote === undefined ? gbnfLiteral('<|"|>') : gbnfToken(quote);
+  rules.define('gemma-string', quote === undefined ? `${q} ([^<] | "<" [^|])* ${q}` : `${q} [^<]* ${q}`);
+  rules.define('gemma-key', '[A-Za-z0-9_.$-]+');
+  rules.define('gemma-value', 'gemma-string | gemma-object | gemma-array | "-"? [0-9]+ ("." [0-9]+)? | "true" | "false" | "null"');
+  rules.define('gemma-object', '"{" (gemma-key ":" gemma-value ("," gemma-key ":" gemma-value)*)? "}"');
+  rules.define('gemma-array', '"[" (gemma-value ("," gemma-value)*)? "]"');
 }
 
 const checked = new Map<string, string | null>();
@@ -168,7 +257,7 @@ export function checkToolSchemas(tools: readonly ToolDefinition[]): void {
  * `required` without tools, or a schema no value can satisfy (named by tool and JSON pointer)
  */
 export function compileToolGrammar(req: ToolGrammarRequest): ToolGrammar {
-  const key = JSON.stringify([req.tools.map((t) => [t.name, t.parameters ?? null]), req.choice, req.family, req.start, req.end, req.endIsEog, req.parallel, req.body ?? null]);
+  const key = JSON.stringify([req.tools.map((t) => [t.name, t.parameters ?? null]), req.choice, req.family, req.start, req.end, req.endIsEog, req.parallel, req.body ?? null, req.specialTokens ?? null]);
   const hit = cache.get(key);
   if (hit) {
     cache.delete(key);

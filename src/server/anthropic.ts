@@ -69,7 +69,12 @@ export const MessagesRequestSchema = z
       ])
       .optional(),
     metadata: z.object({ user_id: z.string().nullable().optional() }).strict().optional(),
-    thinking: z.object({ type: z.literal('disabled') }).strict().optional(),
+    thinking: z
+      .discriminatedUnion('type', [
+        z.object({ type: z.literal('disabled') }).strict(),
+        z.object({ type: z.literal('enabled'), budget_tokens: z.number().int().min(0) }).strict(),
+      ])
+      .optional(),
     service_tier: z.string().optional(),
   })
   .strict();
@@ -178,6 +183,14 @@ function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: n
   if (b.temperature !== undefined) generate.temperature = b.temperature;
   if (b.top_p !== undefined) generate.topP = b.top_p;
   if (b.top_k !== undefined) generate.topK = b.top_k;
+  // Extended thinking: the template's enable_thinking, and a budget on the reasoning span.
+  const templateVariables: Record<string, unknown> = {};
+  if (b.thinking?.type === 'enabled') {
+    templateVariables.enable_thinking = true;
+    generate.reasoningBudget = b.thinking.budget_tokens;
+  } else if (b.thinking?.type === 'disabled') {
+    templateVariables.enable_thinking = false;
+  }
   const tools = (b.tools ?? []).map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema }));
   // A schema the grammar cannot serve (ambiguous, malformed $ref, unsatisfiable) is a 400 now,
   // before the prompt is built.
@@ -191,6 +204,7 @@ function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: n
     ...(conversation !== undefined ? { conversationHeader: conversation } : {}),
     ...(tenant !== undefined ? { tenant } : {}),
     idPrefix: 'toolu_',
+    ...(Object.keys(templateVariables).length > 0 ? { templateVariables } : {}),
   };
 }
 
@@ -244,6 +258,10 @@ export async function handleMessages(
         const last = content[content.length - 1];
         if (last?.type === 'text') last.text = `${last.text as string}${ev.text}`;
         else content.push({ type: 'text', text: ev.text });
+      } else if (ev.type === 'reasoning') {
+        const last = content[content.length - 1];
+        if (last?.type === 'thinking') last.thinking = `${last.thinking as string}${ev.text}`;
+        else content.push({ type: 'thinking', thinking: ev.text, signature: '' });
       } else if (ev.type === 'toolCall') {
         content.push({ type: 'tool_use', id: ev.call.id, name: ev.call.name, input: ev.call.arguments });
       } else {
@@ -271,9 +289,16 @@ export async function handleMessages(
   const send = (data: { type: string } & Record<string, unknown>): Promise<void> => sse.send(data, data.type);
   let index = -1;
   let openText = false;
+  let openThinking = false;
   const closeText = async (): Promise<void> => {
     if (openText) await send({ type: 'content_block_stop', index });
     openText = false;
+    if (openThinking) {
+      // llamux signs nothing: an empty signature keeps the SDK's block shape.
+      await send({ type: 'content_block_delta', index, delta: { type: 'signature_delta', signature: '' } });
+      await send({ type: 'content_block_stop', index });
+    }
+    openThinking = false;
   };
   try {
     await send({
@@ -293,8 +318,17 @@ export async function handleMessages(
     await send({ type: 'ping' });
     for await (const ev of events) {
       if (ev.type === 'started') continue;
-      if (ev.type === 'text') {
+      if (ev.type === 'reasoning') {
+        if (!openThinking) {
+          await closeText();
+          index++;
+          openThinking = true;
+          await send({ type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } });
+        }
+        await send({ type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking: ev.text } });
+      } else if (ev.type === 'text') {
         if (!openText) {
+          await closeText();
           index++;
           openText = true;
           await send({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } });

@@ -102,6 +102,12 @@ export const ChatCompletionRequestSchema = z
     metadata: nullable(z.record(z.string(), z.string())),
     store: nullable(z.boolean()),
     service_tier: nullable(z.string()),
+    /** Extra chat-template variables (llama-server's name), e.g. `{ enable_thinking: false }`. */
+    chat_template_kwargs: z.record(z.string(), z.unknown()).optional(),
+    /** gpt-oss: the template's reasoning level (`low`, `medium`, `high`). */
+    reasoning_effort: nullable(z.string().min(1).max(32)),
+    /** llamux: reasoning tokens allowed before the reasoning span's end marker is forced. */
+    reasoning_budget: z.number().int().min(0).optional(),
   })
   .strict();
 type ChatCompletionRequest = z.output<typeof ChatCompletionRequestSchema>;
@@ -185,6 +191,9 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
   if (b.logit_bias) {
     generate.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [k, v <= -100 ? -Infinity : v]));
   }
+  if (b.reasoning_budget !== undefined) generate.reasoningBudget = b.reasoning_budget;
+  const templateVariables: Record<string, unknown> = { ...(b.chat_template_kwargs ?? {}) };
+  if (b.reasoning_effort != null) templateVariables.reasoning_effort = b.reasoning_effort;
   const tools = (b.tools ?? []).map((t) => ({
     name: t.function.name,
     ...(t.function.description !== undefined ? { description: t.function.description } : {}),
@@ -202,6 +211,7 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
     ...(conversation !== undefined ? { conversationHeader: conversation } : {}),
     ...(tenant !== undefined ? { tenant } : {}),
     idPrefix: 'call_',
+    ...(Object.keys(templateVariables).length > 0 ? { templateVariables } : {}),
   };
 }
 
@@ -244,13 +254,16 @@ export async function handleChatCompletions(
 
   if (!body.stream) {
     let text = '';
+    let reasoning: string | undefined;
     const calls: ServiceToolCall[] = [];
     for await (const ev of events) {
       if (ev.type === 'started') continue;
       if (ev.type === 'text') text += ev.text;
+      else if (ev.type === 'reasoning') reasoning = (reasoning ?? '') + ev.text;
       else if (ev.type === 'toolCall') calls.push(ev.call);
       else {
         const message: Record<string, unknown> = { role: 'assistant', content: text.length > 0 || calls.length === 0 ? text : null, refusal: null };
+        if (reasoning !== undefined) message.reasoning_content = reasoning;
         if (calls.length) message.tool_calls = calls.map(toolCallOf);
         sendJson(
           res,
@@ -285,6 +298,7 @@ export async function handleChatCompletions(
     for await (const ev of events) {
       if (ev.type === 'started') continue;
       if (ev.type === 'text') await sse.send(chunk({ content: ev.text }));
+      else if (ev.type === 'reasoning') await sse.send(chunk({ reasoning_content: ev.text }));
       else if (ev.type === 'toolCall') await sse.send(chunk({ tool_calls: [{ index: ev.call.index, ...toolCallOf(ev.call) }] }));
       else {
         await sse.send(chunk({}, finishReason(ev.reason)));

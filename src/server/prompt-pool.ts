@@ -308,12 +308,18 @@ export class PromptPool {
    * Renders and tokenizes a conversation in a worker.
    * @throws LlamuxError INVALID_ARGUMENT (the template refused it), ABORTED (signal); HttpError 413 (time cap)
    */
-  build(messages: ChatMessage[], tools: ChatToolDefinition[], replay: Record<string, ReplaySpan>, signal?: AbortSignal): Promise<BuiltPrompt> {
+  build(
+    messages: ChatMessage[],
+    tools: ChatToolDefinition[],
+    replay: Record<string, ReplaySpan>,
+    signal?: AbortSignal,
+    variables?: Record<string, unknown>,
+  ): Promise<BuiltPrompt> {
     if (this.#closed) return Promise.reject(new LlamuxError('DISPOSED', 'The server is closing'));
     return new Promise<BuiltPrompt>((resolve, reject) => {
       let size = 0;
       for (const m of messages) size += typeof m.content === 'string' ? m.content.length : 0;
-      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay }, resolve, reject };
+      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay, ...(variables ? { variables } : {}) }, resolve, reject };
       job.message.id = job.id;
       if (signal) {
         if (signal.aborted) {

@@ -27,6 +27,8 @@ export interface PromptJobMessage {
   tools: ChatToolDefinition[];
   /** Stored spans by tool-call id. */
   replay: Record<string, ReplaySpan>;
+  /** Extra template variables (`chat_template_kwargs`, e.g. `enable_thinking`). */
+  variables?: Record<string, unknown>;
 }
 
 export type PromptWorkerReply =
@@ -62,6 +64,7 @@ async function main(): Promise<void> {
       const p = buildChatPrompt(model, job.messages, {
         template,
         tools: job.tools,
+        ...(job.variables ? { variables: job.variables } : {}),
         ...(data.markers ? { markers: data.markers } : {}),
         replay: (call) => job.replay[call.id],
         ...(data.maxTokens !== undefined ? { maxTokens: data.maxTokens } : {}),

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
 import type { ChatTemplate } from '../chat/template.js';
-import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan } from '../chat/tool-calls.js';
+import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
 import { sessionFor, type Context } from '../context.js';
 import { FinishReason } from '../events.js';
@@ -34,6 +34,8 @@ export interface ChatRequest {
   tenant?: string;
   /** Prefix of minted tool-call ids ('call_' or 'toolu_'). */
   idPrefix: string;
+  /** Extra chat-template variables (`chat_template_kwargs`: `enable_thinking`, `reasoning_effort`, ...). */
+  templateVariables?: Record<string, unknown>;
 }
 
 export interface Usage {
@@ -57,6 +59,8 @@ export type ServiceEvent =
   /** The engine produced its first event: the request was admitted and prefilled. */
   | { type: 'started' }
   | { type: 'text'; text: string }
+  /** Reasoning text (between the model's reasoning markers), apart from the answer. */
+  | { type: 'reasoning'; text: string }
   | { type: 'toolCall'; call: ServiceToolCall }
   | { type: 'final'; reason: FinishReason | 'tool_calls'; stop?: string; usage: Usage };
 
@@ -263,7 +267,7 @@ export class ChatService {
         }
       }
     }
-    const prompt = await this.#prompts.build(req.messages, req.tools, replay, signal);
+    const prompt = await this.#prompts.build(req.messages, req.tools, replay, signal, req.templateVariables);
     if (prompt.replayed.length) this.metrics.replay.inc({ outcome: 'replayed' }, prompt.replayed.length);
     if (prompt.unknown.length) this.metrics.replay.inc({ outcome: 'unknown' }, prompt.unknown.length);
     if (prompt.unlocated.length) this.metrics.replay.inc({ outcome: 'unlocated' }, prompt.unlocated.length);
@@ -332,6 +336,9 @@ export class ChatService {
         ...(this.#isolate && req.tenant !== undefined ? { cacheScope: `tenant:${req.tenant}` } : {}),
       });
       let prelude = { text: [] as string[], tokens: [] as number[] };
+      // Reasoning before a call is part of its prelude: its exact tokens are replayed when the
+      // template renders the history the same way (the text is then the special-token rendering).
+      let preludeReasoning = false;
       const preludes = new Map<number, { text: string; tokens: number[] }>();
       let emitted = 0;
       let started = false;
@@ -347,13 +354,23 @@ export class ChatService {
             if (ev.tokens && this.#isolate) for (const t of ev.tokens) generated.push(t);
             if (ev.text.length > 0) yield { type: 'text', text: ev.text };
             break;
+          case 'reasoning':
+            for (const t of ev.tokens) prelude.tokens.push(t);
+            preludeReasoning = true;
+            if (this.#isolate) for (const t of ev.tokens) generated.push(t);
+            if (ev.text.length > 0) yield { type: 'reasoning', text: ev.text };
+            break;
           case 'toolCallStart':
-            preludes.set(ev.index, { text: prelude.text.join(''), tokens: prelude.tokens });
+            preludes.set(ev.index, {
+              text: preludeReasoning ? this.model.detokenize(Int32Array.from(prelude.tokens), { special: true }) : prelude.text.join(''),
+              tokens: prelude.tokens,
+            });
             prelude = { text: [], tokens: [] };
+            preludeReasoning = false;
             break;
           case 'toolCallEnd': {
             if (this.#isolate) for (const t of ev.tokens) generated.push(t);
-            const parsed = parseToolCallSpan(ev.text);
+            const parsed = parseToolCallSpan(ev.text, xmlParamTypes(req.tools));
             if (parsed.some((c) => c.invalidArguments !== undefined || c.name === '' || !declared.has(c.name))) {
               // Not a call a client could run (malformed, or a tool the request did not
               // declare): hand the model's raw bytes back as text.
