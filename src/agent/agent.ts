@@ -7,6 +7,7 @@ import { ChatTemplate } from '../chat/template.js';
 import { newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import { ChatMessagesSchema, type ChatAssistantMessage, type ChatMessage, type ChatToolCall, type ChatToolDefinition } from '../chat/types.js';
 import { Context, sessionFor } from '../context.js';
+import { AgentStateSchema, ResumeSchema } from './state-schema.js';
 import { LlamuxError, abortError } from '../errors.js';
 import { FinishReason, type FinalEvent, type ToolCallSpan } from '../events.js';
 import { parseOptions, type GenerateOptions } from '../options.js';
@@ -92,41 +93,6 @@ export interface AgentRunOptions {
 const RunOptionsSchema = z
   .object({ signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal, { message: 'expected an AbortSignal' }).optional() })
   .strict();
-
-const AgentStateSchema = z.object({
-  version: z.literal(1),
-  conversationId: z.string().min(1),
-  messages: ChatMessagesSchema,
-  status: z.enum(['ready', 'completed', 'awaiting_user', 'awaiting_tools', 'halted', 'max_turns', 'halt_when', 'length']),
-  turns: z.number().int().min(0),
-  pending: z.array(
-    z.object({
-      id: z.string(),
-      name: z.string(),
-      arguments: z.union([z.record(z.string(), z.unknown()), z.string()]),
-      reason: z.enum(['ask_user', 'manual', 'halt']),
-      question: z.string().optional(),
-      options: z.record(z.string(), z.unknown()).optional(),
-      haltReason: z.string().optional(),
-      haltResult: z.unknown().optional(),
-    }),
-  ),
-  held: z.array(z.object({ toolCallId: z.string(), name: z.string(), content: z.string(), isError: z.boolean() })),
-  spans: z.record(
-    z.string(),
-    z.object({
-      text: z.string(),
-      tokens: z.array(z.number().int().min(0)),
-      prelude: z.object({ text: z.string(), tokens: z.array(z.number().int().min(0)) }).optional(),
-    }),
-  ),
-  halt: z.unknown().optional(),
-});
-
-const ResumeSchema = z.union([
-  z.object({ answer: z.string() }).strict(),
-  z.object({ results: z.record(z.string(), z.union([z.string(), z.object({ content: z.string(), isError: z.boolean().optional() }).strict()])) }).strict(),
-]);
 
 function newConversationId(): string {
   return `conv_${Date.now().toString(36)}${randomBytes(8).toString('hex')}`;
