@@ -223,7 +223,7 @@ export function planFit(m: FitModelSizes, devices: readonly FitDevice[], request
   const kvAll = m.kvBytesPerToken.reduce((a, b) => a + b, 0) * kvScale;
   const weights = m.layerBytes.reduce((a, b) => a + b, 0) + m.outputBytes;
   reasons.push(
-    `model: ${m.layers} layers + output head, ${mib(weights)} of offloadable weights, KV ${(kvAll / 1024).toFixed(1)} KiB per token (${mib(kvAll * requested)} at ${requested} tokens)`,
+    `model: ${m.layers} layer${m.layers === 1 ? '' : 's'} + output head, ${mib(weights)} of offloadable weights, KV ${(kvAll / 1024).toFixed(1)} KiB per token (${mib(kvAll * requested)} at ${requested} tokens)`,
   );
 
   const finish = (mode: FitPlan['mode'], f: Fill | undefined, ctx: number, warning?: string): FitPlan => {
