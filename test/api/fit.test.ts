@@ -7,6 +7,7 @@ import { readGgufFile } from '../../src/gguf/reader.js';
 import { loadModel, planForFile, systemInfo } from '../../src/index.js';
 import { setLogger } from '../../src/logger.js';
 import { testModel } from '../helpers/models.js';
+import { zooModels } from '../helpers/zoo.js';
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -130,6 +131,31 @@ describe('gpuLayers: auto on this machine', () => {
     expect(sizes.layerBytes.every((b) => b > 0)).toBe(true);
     expect(sizes.outputBytes).toBeGreaterThan(0);
     expect(sizes.kvBytesPerToken.every((b) => b > 0)).toBe(true);
+  });
+
+  it('header-derived weights equal llama.cpp\'s model size on several architectures (dense, SWA, MoE, hybrid)', async () => {
+    const zoo = await zooModels(['llama', 'gemma4', 'gpt-oss', 'granitehybrid']);
+    setLogger('error');
+    try {
+      for (const [arch, z] of Object.entries(zoo)) {
+        const gguf = await readGgufFile(z.path);
+        const sizes = modelSizesFromGguf(gguf);
+        const model = await loadModel(z.path, { gpuLayers: 0 });
+        try {
+          // Tied embeddings count twice in the plan (llama.cpp loads them again as the head), once in the file.
+          const tied = gguf.tensors.every((t) => t.name !== 'output.weight');
+          const embd = gguf.tensors.find((t) => t.name === 'token_embd.weight')?.byteSize ?? 0;
+          const fromHeader = sizes.layerBytes.reduce((a, b) => a + b, 0) + sizes.hostBytes + sizes.outputBytes - (tied ? embd : 0);
+          expect(sizes.layers, arch).toBe(model.metadata.layers);
+          expect(fromHeader, arch).toBe(model.metadata.sizeBytes);
+          expect(sizes.kvBytesPerToken.some((b) => b > 0), arch).toBe(true);
+        } finally {
+          await model.dispose();
+        }
+      }
+    } finally {
+      setLogger('warn');
+    }
   });
 
   it.runIf(gpus.length === 0)('loads with 0 GPU layers and says why (no GPU here)', async () => {
