@@ -8,6 +8,7 @@ Commands:
   rpc-server  Serve this machine's devices to other llamux processes (ggml RPC)
   demo        Run a two-turn tool-calling agent loop on a scripted model
   inspect     Show a model's metadata and its tool-call markers
+  doctor      Show devices, free memory, the CPU variant and the GPU plan for a model
   bench       Run the benchmarks (from a checkout of the repository)
 
 Options:
@@ -94,6 +95,19 @@ vocabulary and template.
 Options:
       --json           Print JSON
       --template       Print the whole chat template
+  -h, --help           Show this help`;
+
+export const DOCTOR_HELP = `Usage: llamux doctor [--model PATH] [options]
+
+Prints the CPU and the ggml CPU variant in use, the devices llama.cpp sees and their free
+memory, and with --model the plan gpuLayers 'auto' would load it with (layers per device, the
+context size) and why. Reads only the model's GGUF header.
+
+Options:
+  -m, --model PATH     GGUF model file to plan for
+      --ctx N          Context size to fit beside the layers (default 4096)
+      --parallel N     Sequences the context will run (reported)
+      --json           Print JSON
   -h, --help           Show this help`;
 
 export const BENCH_HELP = `Usage: llamux bench [args]

@@ -9,11 +9,13 @@ import { Agent, type AgentEvent } from './agent/index.js';
 import { fromNative, isLlamuxError } from './errors.js';
 import { rpcEndpoint } from './options.js';
 import { MARKER_PRESETS, detectMarkerPreset, type MarkerOption, type MarkerPresetName } from './markers.js';
-import { loadModel, type Model } from './model.js';
+import { loadModel, planForFile, type Model } from './model.js';
+import { describePlan } from './fit.js';
+import { systemInfo } from './system-info.js';
 import { createServer } from './server/index.js';
 import { defineTool } from './tools/tool.js';
 import { setLogger } from './logger.js';
-import { BENCH_HELP, DEMO_HELP, INSPECT_HELP, MAIN_HELP, RPC_SERVER_HELP, SERVE_HELP } from './cli-help.js';
+import { BENCH_HELP, DEMO_HELP, DOCTOR_HELP, INSPECT_HELP, MAIN_HELP, RPC_SERVER_HELP, SERVE_HELP } from './cli-help.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -322,6 +324,54 @@ async function inspect(args: string[]): Promise<void> {
   }
 }
 
+const mibText = (b: number): string => `${Math.round(b / 1024 / 1024).toLocaleString('en-US')} MiB`;
+
+/** `llamux doctor`: the devices, their free memory, the CPU variant, and the plan for a model. */
+async function doctor(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args, {
+    model: { type: 'string', short: 'm' },
+    ctx: { type: 'string' },
+    parallel: { type: 'string' },
+    json: { type: 'boolean' },
+  });
+  if (values.help) {
+    console.log(DOCTOR_HELP);
+    return;
+  }
+  if (positionals.length > 0) throw new UsageError(`doctor takes no positional arguments (use --model PATH)`);
+  const ctx = intArg(values.ctx, 'ctx', 1);
+  const parallel = intArg(values.parallel, 'parallel', 1);
+  const info = systemInfo();
+  let plan;
+  if (values.model !== undefined) {
+    const path = resolve(values.model);
+    if (!existsSync(path)) throw new UsageError(`no model file at "${path}"`);
+    plan = await planForFile(path, { ...(ctx !== undefined ? { contextSize: ctx } : {}), ...(parallel !== undefined ? { sequences: parallel } : {}) });
+    if (!plan) throw new UsageError(`cannot read a GGUF header with layers from "${path}"`);
+  }
+  if (values.json) {
+    const { llamaSystemInfo: _omit, ...rest } = info;
+    console.log(JSON.stringify({ system: rest, ...(plan ? { model: resolve(values.model!), plan } : {}) }, null, 2));
+    return;
+  }
+  console.log(`cpu        ${info.cpuModel} (${info.cpuCount} CPUs)`);
+  console.log(`features   ${info.cpuFeatures.join(' ') || '(none listed)'}`);
+  console.log(`variant    ${info.cpuVariant} (${info.buildKind} build${info.cpuVariants.length ? `; available: ${info.cpuVariants.map((v) => `${v.name}:${v.score}`).join(' ')}` : ''})`);
+  console.log(`backends   ${info.loadedBackends.join(' ') || '(built in)'}`);
+  console.log(`offload    ${info.supportsGpuOffload ? 'possible (a GPU or RPC backend is loaded)' : 'not in this build (CPU only)'}`);
+  console.log('devices:');
+  for (const d of info.devices) {
+    console.log(`  ${d.name.padEnd(10)} ${d.type.padEnd(5)} ${mibText(d.memoryFree)} free of ${mibText(d.memoryTotal)}  ${d.description}`);
+  }
+  if (!info.devices.some((d) => d.type === 'gpu' || d.type === 'igpu')) {
+    console.log('  (no GPU: a CPU-only build, or no GPU driver/device visible to llama.cpp)');
+  }
+  if (plan) {
+    console.log(`model      ${resolve(values.model!)}`);
+    for (const line of describePlan(plan)) console.log(line);
+  }
+}
+
 async function bench(args: string[]): Promise<void> {
   if (args.length === 1 && (args[0] === '--help' || args[0] === '-h')) {
     console.log(BENCH_HELP);
@@ -440,6 +490,8 @@ export async function main(argv: string[]): Promise<void> {
       return inspect(rest);
     case 'bench':
       return bench(rest);
+    case 'doctor':
+      return doctor(rest);
     default:
       throw new UsageError(`unknown command "${command}"`);
   }

@@ -4,7 +4,7 @@
 // test/types/public.test-d.ts checks these types; test/api/exports.test.ts the values.
 
 // ---- models, contexts, sessions --------------------------------------------------------
-export { loadModel, Model, TokenAttribute } from './model.js';
+export { loadModel, Model, TokenAttribute, planForFile } from './model.js';
 export type { ModelMetadata, TokenInfo, VocabInfo } from './model.js';
 export { Context, Generation } from './context.js';
 export type { ContextSettings } from './context.js';
@@ -59,6 +59,8 @@ export type { LlamuxErrorCode } from './errors.js';
 export { setLogger } from './logger.js';
 export { describeSystem, systemInfo } from './system-info.js';
 export type { SystemInfo } from './system-info.js';
+export { planFit, modelSizesFromGguf, describePlan } from './fit.js';
+export type { FitPlan, FitDevice, FitDevicePlan, FitModelSizes, FitRequest } from './fit.js';
 export type { LogHandler, LogLevel } from './logger.js';
 
 // ---- tools (the full tool layer, helpers included, is 'llamux/tools') ------------------------

@@ -42,3 +42,15 @@ export function setLogger(level: LogLevel, handler: LogHandler = defaultHandler)
 export function ensureDefaultLogger(): void {
   if (!current) setLogger('warn');
 }
+
+/** A line from llamux itself (not llama.cpp) through the same logger and level. */
+export function libraryLog(level: Exclude<LogLevel, 'silent'>, message: string): void {
+  ensureDefaultLogger();
+  const c = current!;
+  if (LEVELS[level] < LEVELS[c.level]) return;
+  try {
+    c.handler(level, message);
+  } catch {
+    // a throwing logger must not break the caller
+  }
+}

@@ -3,7 +3,8 @@ import { resolve } from 'node:path';
 import { native, type NativeMetadata, type NativeModel, type NativeVocabInfo } from './binding.js';
 import { Context } from './context.js';
 import { LlamuxError, abortError, fromNative } from './errors.js';
-import { ensureDefaultLogger } from './logger.js';
+import { ensureDefaultLogger, libraryLog } from './logger.js';
+import { modelSizesFromGguf, planFit, type FitPlan } from './fit.js';
 import { toInt32Array } from './tokens.js';
 import type { MarkerOption } from './markers.js';
 import {
@@ -97,6 +98,11 @@ export class Model {
   readonly vocabOnly: boolean;
   /** @internal default tool-call markers for this model's contexts */
   defaultMarkers: MarkerOption | undefined;
+  /**
+   * The plan `gpuLayers: 'auto'` loaded with: layers per GPU, the context size it reserved
+   * memory for, and why. Undefined with an explicit gpuLayers, rpcServers or vocabOnly.
+   */
+  fit: FitPlan | undefined;
   #native: NativeModel | undefined;
   // Weak: an undisposed context that nobody references is collected (its engine stops).
   #contexts = new Set<WeakRef<Context>>();
@@ -295,6 +301,8 @@ export class Model {
     if (failed?.dead) throw new LlamuxError('RPC_UNAVAILABLE', `The model's RPC server failed: ${failed.message}`);
     if (this.vocabOnly) throw new LlamuxError('UNSUPPORTED', 'This model was loaded with vocabOnly: it has no weights to run a context on');
     const o = parseOptions(ContextOptionsSchema, options, 'context options');
+    // gpuLayers 'auto' reserved GPU memory for a context of this size.
+    if (this.fit && options?.contextSize === undefined) o.contextSize = this.fit.contextSize;
     const ctx = await Context.create(this, o);
     const ref = new WeakRef(ctx);
     this.#contexts.add(ref);
@@ -358,15 +366,26 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
   const onAbort = () => Atomics.store(abortFlag, 0, 1);
   o.signal?.addEventListener('abort', onAbort, { once: true });
   const onProgress = o.onProgress as ((p: number) => void) | undefined;
+  let gpuLayers = o.gpuLayers === 'auto' ? (hasGpu() || o.rpcServers ? -1 : 0) : o.gpuLayers;
+  let tensorSplit = o.tensorSplit;
+  let fit: FitPlan | undefined;
+  if (o.gpuLayers === 'auto' && !o.rpcServers && !o.vocabOnly) {
+    fit = await planForFile(full, o.fit);
+    if (fit) {
+      gpuLayers = fit.gpuLayers;
+      if (!tensorSplit && fit.tensorSplit.length > 1) tensorSplit = fit.tensorSplit;
+      if (fit.warning) libraryLog('warn', `llamux: ${full}: ${fit.warning}`);
+    }
+  }
   try {
     const nm = await native.Model.load(full, {
-      gpuLayers: o.gpuLayers === 'auto' ? (hasGpu() || o.rpcServers ? -1 : 0) : o.gpuLayers,
+      gpuLayers,
       vocabOnly: o.vocabOnly,
       useMmap: o.useMmap,
       useMlock: o.useMlock,
       checkTensors: o.checkTensors,
       ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
-      ...(o.tensorSplit ? { tensorSplit: o.tensorSplit } : {}),
+      ...(tensorSplit ? { tensorSplit } : {}),
     }, abortFlag, onProgress ? (p) => { try { onProgress(p); } catch { /* a throwing progress callback must not break loading */ } } : undefined);
     if (o.signal?.aborted) {
       nm.dispose();
@@ -374,6 +393,7 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
     }
     const model = new Model(kNative, nm, full, o.vocabOnly);
     model.defaultMarkers = o.toolCallMarkers;
+    model.fit = fit;
     return model;
   } catch (e) {
     if (e instanceof LlamuxError) throw e;
@@ -383,6 +403,24 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
   } finally {
     o.signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/**
+ * The 'auto' plan for a model file on this machine's devices (undefined when its GGUF header
+ * cannot be read: llama.cpp then loads it, or says why it cannot). `llamux doctor` prints it.
+ */
+export async function planForFile(path: string, request?: { contextSize?: number; sequences?: number; contextFloor?: number; marginMb?: number }): Promise<FitPlan | undefined> {
+  let sizes;
+  try {
+    // Loaded lazily: the root export keeps the GGUF modules out of its static graph.
+    const { readGgufFile } = await import('./gguf/reader.js');
+    sizes = modelSizesFromGguf(await readGgufFile(path));
+  } catch {
+    return undefined;
+  }
+  if (sizes.layers === 0) return undefined;
+  const { marginMb, ...rest } = request ?? {};
+  return Object.freeze(planFit(sizes, native.systemInfo().devices, { ...rest, ...(marginMb !== undefined ? { marginBytes: marginMb * 1024 * 1024 } : {}) }));
 }
 
 /** Whether llama.cpp has a GPU (or integrated GPU) device to offload layers to. */

@@ -36,8 +36,9 @@ const biasValue = z.custom<number>((v) => typeof v === 'number' && (Number.isFin
 
 export const LoadModelOptionsSchema = z
   .object({
-    /** Layers to offload to a GPU: a number (-1: all), or 'auto' (the default): all layers
-     * when llama.cpp sees a GPU (a CUDA/Vulkan/Metal build with a device), none otherwise. */
+    /** Layers to offload to a GPU: a number (-1: all), or 'auto' (the default): as many layers
+     * (and as large a context) as fit in the GPUs' free memory, none without a GPU; the plan
+     * and its reasons are on Model.fit. */
     gpuLayers: z.union([z.literal('auto'), z.number().int().min(-1)]).default('auto'),
     /** Load the vocabulary only: tokenize/detokenize work, no contexts. */
     vocabOnly: z.boolean().default(false),
@@ -55,6 +56,23 @@ export const LoadModelOptionsSchema = z
      * (in `rpcServers` order), then local GPUs. Default: by free memory. At most
      * llama.cpp's device count (`systemInfo().maxDevices`) entries are used. */
     tensorSplit: z.array(z.number().nonnegative().finite()).min(1).max(128).optional(),
+    /**
+     * gpuLayers 'auto': what the plan reserves device memory for (see Model.fit). Contexts
+     * created without a contextSize get the planned one.
+     */
+    fit: z
+      .object({
+        /** Context size (KV cells) to fit beside the layers. Default 4096. */
+        contextSize: positiveInt.optional(),
+        /** Parallel sequences the contexts will run (reported). Default 1. */
+        sequences: z.number().int().min(1).max(256).optional(),
+        /** The plan shrinks the context down to this, not below, before it leaves layers on the CPU. Default min(4096, contextSize). */
+        contextFloor: positiveInt.optional(),
+        /** MiB kept free on each GPU. Default: a sixteenth of its memory, 256 to 1024 MiB. */
+        marginMb: z.number().min(0).optional(),
+      })
+      .strict()
+      .optional(),
     /** Called with a fraction 0..1 while the weights load. */
     onProgress: z.function().optional(),
     signal: abortSignal.optional(),

@@ -204,13 +204,15 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
   const model = o.model ?? (await loadModel(o.modelPath!, {
     ...(o.onProgress ? { onProgress: o.onProgress } : {}),
     ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
+    fit: { contextSize: o.ctx, sequences: o.parallel },
   }));
   let context: Context | undefined;
   let store: ToolCallStore | undefined;
   let prompts: PromptPool | undefined;
   try {
     context = await model.createContext({
-      contextSize: o.ctx,
+      // gpuLayers 'auto' may shrink the context (not below 4096) to keep every layer on the GPU.
+      contextSize: owned ? (model.fit?.contextSize ?? o.ctx) : o.ctx,
       sequences: o.parallel,
       toolCallMarkers: o.markers,
       ...(o.maxQueued !== undefined ? { maxQueued: o.maxQueued } : {}),

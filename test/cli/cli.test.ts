@@ -69,7 +69,7 @@ describe('llamux CLI', () => {
     ]);
     expect(main.code).toBe(0);
     expect(main.stdout).toMatch(/^Usage: llamux <command> \[options\]/);
-    for (const c of ['serve', 'demo', 'inspect', 'bench']) expect(main.stdout).toContain(`  ${c} `);
+    for (const c of ['serve', 'demo', 'inspect', 'doctor', 'bench']) expect(main.stdout).toContain(`  ${c} `);
     expect(serve.stdout).toMatch(/^Usage: llamux serve --model PATH/);
     for (const flag of ['--host', '--port', '--ctx', '--parallel', '--markers', '--api-key', '--cache-ram', '--cache-dir', '--store']) expect(serve.stdout).toContain(flag);
     expect(demo.stdout).toMatch(/^Usage: llamux demo/);
@@ -284,5 +284,32 @@ describe('parseRpcList()', () => {
     expect(() => parseRpcList('')).toThrow(/--rpc expects/);
     expect(() => parseRpcList('host')).toThrow(/"host" is not HOST:PORT/);
     expect(() => parseRpcList('h:70000')).toThrow(/--rpc expects/);
+  });
+});
+
+describe('llamux doctor', () => {
+  it('prints the devices, the CPU variant and, on this GPU-less machine, a CPU plan and why', async () => {
+    const model = (await ensureChatModels()).demo;
+    const r = await cli(['doctor', '--model', model, '--ctx', '2048']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^cpu {8}\S/m);
+    expect(r.stdout).toMatch(/^variant {4}\S+ \((variants|native) build/m);
+    expect(r.stdout).toMatch(/^ {2}CPU +cpu +[\d,]+ MiB free of [\d,]+ MiB/m);
+    expect(r.stdout).toContain('(no GPU: a CPU-only build, or no GPU driver/device visible to llama.cpp)');
+    expect(r.stdout).toMatch(/^plan: CPU only, 0 of \d+ layers offloaded, context 2048 tokens$/m);
+    expect(r.stdout).toMatch(/^ {2}- no GPU device: llama\.cpp sees only the CPU/m);
+
+    const j = await cli(['doctor', '--model', model, '--json']);
+    expect(j.code, j.stderr).toBe(0);
+    const out = JSON.parse(j.stdout) as { system: { devices: Array<{ type: string }> }; plan: { mode: string; gpuLayers: number; contextSize: number; reasons: string[] } };
+    expect(out.system.devices.some((d) => d.type === 'cpu')).toBe(true);
+    expect(out.plan).toMatchObject({ mode: 'cpu', gpuLayers: 0, contextSize: 4096 });
+
+    const bare = await cli(['doctor']);
+    expect(bare.code).toBe(0);
+    expect(bare.stdout).not.toContain('plan:');
+    const bad = await cli(['doctor', '--model', '/nonexistent.gguf']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('no model file at');
   });
 });
