@@ -10,7 +10,8 @@ import { fromNative, isLlamuxError } from './errors.js';
 import { rpcEndpoint } from './options.js';
 import { MARKER_PRESETS, detectMarkerPreset, type MarkerOption, type MarkerPresetName } from './markers.js';
 import { loadModel, planForFile, type Model } from './model.js';
-import { describePlan } from './fit.js';
+import type { FitPlan } from './fit.js';
+import { printDoctor } from './cli-doctor.js';
 import { systemInfo } from './system-info.js';
 import { createServer } from './server/index.js';
 import { defineTool } from './tools/tool.js';
@@ -324,8 +325,6 @@ async function inspect(args: string[]): Promise<void> {
   }
 }
 
-const mibText = (b: number): string => `${Math.round(b / 1024 / 1024).toLocaleString('en-US')} MiB`;
-
 /** `llamux doctor`: the devices, their free memory, the CPU variant, and the plan for a model. */
 async function doctor(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, {
@@ -342,34 +341,14 @@ async function doctor(args: string[]): Promise<void> {
   const ctx = intArg(values.ctx, 'ctx', 1);
   const parallel = intArg(values.parallel, 'parallel', 1);
   const info = systemInfo();
-  let plan;
+  let plan: FitPlan | undefined;
   if (values.model !== undefined) {
     const path = resolve(values.model);
     if (!existsSync(path)) throw new UsageError(`no model file at "${path}"`);
     plan = await planForFile(path, { ...(ctx !== undefined ? { contextSize: ctx } : {}), ...(parallel !== undefined ? { sequences: parallel } : {}) });
     if (!plan) throw new UsageError(`cannot read a GGUF header with layers from "${path}"`);
   }
-  if (values.json) {
-    const { llamaSystemInfo: _omit, ...rest } = info;
-    console.log(JSON.stringify({ system: rest, ...(plan ? { model: resolve(values.model!), plan } : {}) }, null, 2));
-    return;
-  }
-  console.log(`cpu        ${info.cpuModel} (${info.cpuCount} CPUs)`);
-  console.log(`features   ${info.cpuFeatures.join(' ') || '(none listed)'}`);
-  console.log(`variant    ${info.cpuVariant} (${info.buildKind} build${info.cpuVariants.length ? `; available: ${info.cpuVariants.map((v) => `${v.name}:${v.score}`).join(' ')}` : ''})`);
-  console.log(`backends   ${info.loadedBackends.join(' ') || '(built in)'}`);
-  console.log(`offload    ${info.supportsGpuOffload ? 'possible (a GPU or RPC backend is loaded)' : 'not in this build (CPU only)'}`);
-  console.log('devices:');
-  for (const d of info.devices) {
-    console.log(`  ${d.name.padEnd(10)} ${d.type.padEnd(5)} ${mibText(d.memoryFree)} free of ${mibText(d.memoryTotal)}  ${d.description}`);
-  }
-  if (!info.devices.some((d) => d.type === 'gpu' || d.type === 'igpu')) {
-    console.log('  (no GPU: a CPU-only build, or no GPU driver/device visible to llama.cpp)');
-  }
-  if (plan) {
-    console.log(`model      ${resolve(values.model!)}`);
-    for (const line of describePlan(plan)) console.log(line);
-  }
+  printDoctor(info, plan, values.model !== undefined ? resolve(values.model) : undefined, values.json === true);
 }
 
 async function bench(args: string[]): Promise<void> {
