@@ -429,6 +429,69 @@ static void * ggml_backend_cpu_get_proc_address(ggml_backend_reg_t reg, const ch
       },
     ],
   },
+  {
+    id: 'det-fa-order',
+    // With use_ref (deterministic mode) the flash-attention row kernel runs its online softmax
+    // over a row's visible cells in an order that does not depend on where they sit in the KV:
+    // by score, highest first, ties by the V row's bytes (equal score and V: equal terms). In
+    // cell order, a sequence whose cells were allocated out of position order (freed cells
+    // reused, a fork, a prefix shared by seq_cp, 8 sequences interleaved) summed the same terms
+    // in another order: 34-76 of 80 positions differed in the last bit (test/determinism). The
+    // scores are computed twice (once to sort); the default path is unchanged.
+    file: FA_OPS,
+    edits: [
+      {
+        find: 'static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(\n',
+        replace: `#include <vector>
+
+static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
+`,
+      },
+      {
+        find: `        for (int64_t ic = ic_start; ic < ic_end; ++ic) {
+            if (mp && (ic & 31) == 0 && ic + 32 <= ic_end && llamux_fa_masked32(mp + ic)) {
+                ic += 31;
+                continue;
+            }
+`,
+        replace: `        // llamux det-fa-order: in deterministic mode, the visible cells by score (then V bytes)
+        static thread_local std::vector<std::pair<float, int64_t>> llamux_order;
+        const bool llamux_det = params->use_ref;
+        if (llamux_det) {
+            llamux_order.clear();
+            for (int64_t ic = ic_start; ic < ic_end; ++ic) {
+                const float mv = mp ? slope*GGML_CPU_FP16_TO_FP32(mp[ic]) : 0.0f;
+                if (mv == -INFINITY) {
+                    continue;
+                }
+                float s;
+                kq_vec_dot(DK, &s, 0, (const char *) k->data + (ic*nbk1 + ik2*nbk2 + ik3*nbk3), 0, Q_q, 0, 1);
+                s = s*scale;
+                if (logit_softcap != 0.0f) {
+                    s = logit_softcap*tanhf(s);
+                }
+                llamux_order.emplace_back(s + mv, ic);
+            }
+            const size_t v_row = ggml_row_size(v->type, DV);
+            const char * v_base = (const char *) v->data + iv2*nbv2 + iv3*nbv3;
+            std::sort(llamux_order.begin(), llamux_order.end(), [&](const std::pair<float, int64_t> & a, const std::pair<float, int64_t> & b) {
+                if (a.first != b.first) {
+                    return a.first > b.first;
+                }
+                return memcmp(v_base + a.second*nbv1, v_base + b.second*nbv1, v_row) < 0;
+            });
+        }
+        const int64_t llamux_end = llamux_det ? (int64_t) llamux_order.size() : ic_end;
+        for (int64_t jc = llamux_det ? 0 : ic_start; jc < llamux_end; ++jc) {
+            const int64_t ic = llamux_det ? llamux_order[jc].second : jc;
+            if (!llamux_det && mp && (ic & 31) == 0 && ic + 32 <= ic_end && llamux_fa_masked32(mp + ic)) {
+                jc += 31;
+                continue;
+            }
+`,
+      },
+    ],
+  },
 ];
 
 /** What deps/llama.cpp records: each patch's id and a digest of its edits, so a checkout
