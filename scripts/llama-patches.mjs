@@ -387,47 +387,28 @@ static void * ggml_backend_cpu_get_proc_address(ggml_backend_reg_t reg, const ch
   },
   {
     id: 'det-mul-mat',
-    // ggml multiplies one activation row (decode) with vec_dot and 2+ rows with llamafile's sgemm,
-    // whose tiles accumulate each element in another order. With use_ref (deterministic mode),
-    // on x86 with AVX, sgemm takes every batch, one row included (its tile kernels, whatever
-    // their shape, accumulate an element over k in the same order, and its thread split is by
-    // tiles); elsewhere (ARM's tinyBLAS refuses n < 4, the baseline x64 variant has no sgemm)
-    // every element is one vec_dot. The two-row mmla kernels are skipped. Activation rows are
-    // quantized block by block, so the thread split does not change them.
+    // With use_ref (deterministic mode) a matrix multiply computes every output element with one
+    // vec_dot of one weight row and one activation row, whatever the batch: llamafile's sgemm
+    // (taken for most batches, its tiles accumulating in another order than vec_dot) and the
+    // two-row mmla kernels are skipped. Which thread computes an element, and how the rows are
+    // chunked, then no longer changes its value: activation rows are quantized block by block.
     file: CPU_C,
     edits: [
       {
         find: '    if (src1_cont) {\n',
-        replace: `#if defined(__AVX__) || defined(__AVX2__) || defined(__AVX512F__)
-#define LLAMUX_DET_SGEMM 1
-#else
-#define LLAMUX_DET_SGEMM 0
-#endif
-    if (src1_cont && (!params->use_ref || LLAMUX_DET_SGEMM)) {
-`,
+        replace: '    if (src1_cont && !params->use_ref) {\n',
       },
       {
         find: `    if (src1->type != vec_dot_type) {
         const void* wdata = (src1->type == vec_dot_type) ? src1->data : params->wdata;
 `,
-        replace: `    if (src1->type != vec_dot_type && (!params->use_ref || LLAMUX_DET_SGEMM)) {
+        replace: `    if (src1->type != vec_dot_type && !params->use_ref) {
         const void* wdata = (src1->type == vec_dot_type) ? src1->data : params->wdata;
 `,
       },
       {
         find: '        if ((nr0 % 2 != 0) || (ne11 % 2 != 0) ||',
         replace: '        if (params->use_ref || (nr0 % 2 != 0) || (ne11 % 2 != 0) ||',
-      },
-    ],
-  },
-  {
-    id: 'det-sgemm-one-row',
-    // det-mul-mat: in deterministic mode sgemm also takes one-row batches (decode).
-    file: 'ggml/src/ggml-cpu/llamafile/sgemm.cpp',
-    edits: [
-      {
-        find: '    if (n < 2)\n        return false;\n',
-        replace: '    if (n < 2 && !params->use_ref)\n        return false;\n',
       },
     ],
   },
