@@ -6,8 +6,8 @@ import { loadModel } from '../src/index.js';
 
 const name = (process.argv[2] ?? '250m-q8_0') as BenchModelName;
 const threads = Number(process.argv[3] ?? 2);
-const PROMPT = 256;
-const GEN = 32;
+const PROMPT = 128;
+const GEN = 16;
 
 const bm = await ensureBenchModel(name);
 const model = await loadModel(bm.path);
