@@ -79,6 +79,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.cacheDiskBytes = static_cast<uint64_t>(RequireNumber(env, o, "cacheDiskBytes"));
   cfg.modelFingerprint = model_->fingerprint;
   cfg.prefixCache = RequireBool(env, o, "prefixCache");
+  cfg.deterministic = RequireBool(env, o, "deterministic");
   cfg.checkpoints = static_cast<uint32_t>(RequireInt(env, o, "kvCheckpoints"));
   cfg.rpc = model_->rpc;
   ReadVocabTokens(env, o, "markerStart", model_->n_vocab, &cfg.markers.start);

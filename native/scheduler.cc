@@ -5,6 +5,7 @@
 
 #include "hash.h"
 #include "kv_cells.h"
+#include "logits_tap.h"
 
 namespace llamux {
 
@@ -69,8 +70,15 @@ bool Scheduler::Start(std::string *error) {
   }
   {
     std::string why;
-    // without pools, ggml's default (threads made per graph) still works, only slower
-    pools_.Attach(ctx_, cp.n_threads, cp.n_threads_batch, &why);
+    // without pools, ggml's default (threads made per graph) still works, only slower; deterministic
+    // mode is set on the pools, so it needs them
+    if (!pools_.Attach(ctx_, cp.n_threads, cp.n_threads_batch, cfg_.deterministic, &why) && cfg_.deterministic) {
+      pools_.Detach(ctx_);
+      llama_free(ctx_);
+      ctx_ = nullptr;
+      *error = "deterministic: " + why;
+      return false;
+    }
   }
   cfg_.batchSize = llama_n_batch(ctx_);
   cfg_.microBatchSize = llama_n_ubatch(ctx_);
@@ -266,6 +274,9 @@ void Scheduler::DecodeBatch() {
         }
       }
       if (r.tick.logitIdx < 0) continue;
+      if (logits_tap::On()) {
+        logits_tap::Record(r.p->sampling.seed, r.nGenerated, llama_get_logits_ith(ctx_, r.tick.logitIdx), llama_vocab_n_tokens(llama_model_get_vocab(model_)));
+      }
       Clock::time_point t0 = Clock::now();
       llama_token tok;
       if (r.reasoning.forcedPos < r.reasoning.forced.size()) {

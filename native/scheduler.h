@@ -64,6 +64,7 @@ struct ContextConfig {
   bool diskWriteThrough = false;  // write each finished request's KV to the disk tier
   uint64_t cacheDiskBytes = 0;
   std::string modelFingerprint;
+  bool deterministic = false;  // issue 26: logits independent of batching (thread_pools.h)
   bool prefixCache = false;  // false: every request prefills its whole prompt (a baseline)
   uint32_t checkpoints = 4;  // per sequence, recurrent/hybrid memories (Sequence::SetMaxCheckpoints)
   // The model's RPC servers (nullptr: local). When one is gone at shutdown, the context's

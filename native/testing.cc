@@ -156,6 +156,7 @@ void Init(Napi::Env env, Napi::Object exports) {
   testing.Set("tokenizeRaw", Napi::Function::New(env, [](const Napi::CallbackInfo &i) { return TokenizeHook(i, true); }, "tokenizeRaw"));
   testing.Set("tokenizeBounded", Napi::Function::New(env, [](const Napi::CallbackInfo &i) { return TokenizeHook(i, false); }, "tokenizeBounded"));
   InitAttentionCheck(testing);
+  InitLogitsTap(testing);
   exports.Set("testing", testing);
 }
 

@@ -11,4 +11,7 @@ void Init(Napi::Env env, Napi::Object exports);
 // Adds flashAttentionCheck(shape) to the testing object (attention_check.cc).
 void InitAttentionCheck(Napi::Object testing);
 
+// Adds logitsTap(on) and takeLogits() (logits_tap.h, issue 26).
+void InitLogitsTap(Napi::Object testing);
+
 }  // namespace llamux::testing

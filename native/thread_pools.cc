@@ -7,9 +7,10 @@ namespace llamux {
 namespace {
 using NewFn = ggml_threadpool_t (*)(ggml_threadpool_params *);
 using FreeFn = void (*)(ggml_threadpool_t);
+using DeterministicFn = void (*)(ggml_threadpool_t, bool);
 }  // namespace
 
-bool ThreadPools::Attach(llama_context *ctx, int threads, int batchThreads, std::string *error) {
+bool ThreadPools::Attach(llama_context *ctx, int threads, int batchThreads, bool deterministic, std::string *error) {
   // The CPU backend may be a library loaded at run time: reach its functions through the registry.
   ggml_backend_reg_t cpu = ggml_backend_reg_by_name("CPU");
   auto newFn = cpu ? reinterpret_cast<NewFn>(ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_new")) : nullptr;
@@ -28,6 +29,15 @@ bool ThreadPools::Attach(llama_context *ctx, int threads, int batchThreads, std:
     ggml_threadpool_params pb = ggml_threadpool_params_default(batchThreads);
     pb.paused = true;  // llama.cpp resumes the pool it computes with
     batch_ = newFn(&pb);
+  }
+  if (deterministic) {
+    auto det = reinterpret_cast<DeterministicFn>(ggml_backend_reg_get_proc_address(cpu, "llamux_threadpool_set_deterministic"));
+    if (det == nullptr) {
+      *error = "this CPU backend has no deterministic mode (built without llamux's det-threadpool patch)";
+      return false;
+    }
+    det(decode_, true);
+    if (batch_ != nullptr) det(batch_, true);
   }
   llama_attach_threadpool(ctx, decode_, batch_);
   return true;

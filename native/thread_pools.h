@@ -20,7 +20,9 @@ class ThreadPools {
   // Creates pools of `threads` (decode) and `batchThreads` (prompt) workers and attaches them.
   // Returns false with `error` set when the CPU backend offers no thread pools; the context
   // then keeps llama.cpp's default (per-graph threads).
-  bool Attach(llama_context *ctx, int threads, int batchThreads, std::string *error);
+  // deterministic: both pools compute with ggml's reference kernels (issue 26, the det-* patches
+  // in scripts/llama-patches.mjs); false when the CPU backend lacks them.
+  bool Attach(llama_context *ctx, int threads, int batchThreads, bool deterministic, std::string *error);
   // Detach before the context is freed, free after.
   void Detach(llama_context *ctx);
 

@@ -8,6 +8,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const FA_OPS = 'ggml/src/ggml-cpu/ops.cpp';
+const CPU_C = 'ggml/src/ggml-cpu/ggml-cpu.c';
+const CPU_CPP = 'ggml/src/ggml-cpu/ggml-cpu.cpp';
+const REPACK = 'ggml/src/ggml-cpu/repack.cpp';
 const here = dirname(fileURLToPath(import.meta.url));
 /** Longer replacement code lives next to this script as C++ (scripts/llama-patches/). */
 const patchSource = (name) => readFileSync(join(here, 'llama-patches', name), 'utf8');
@@ -321,6 +324,170 @@ static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
         replace: `    result->llamux_pieces = grammar.llamux_pieces;
 
     // redirect elements in stacks to point to new rules
+`,
+      },
+    ],
+  },
+  {
+    id: 'det-threadpool',
+    // Deterministic mode (issue 26): a thread pool marked deterministic (a context created with
+    // deterministic: true marks its own pools, through the CPU backend's proc address
+    // llamux_threadpool_set_deterministic) computes its graphs with ggml's use_ref flag set.
+    // use_ref already keeps flash attention on the row kernel (no tiles, no KV split across
+    // threads: each query row runs over its visible cells in cell order, one thread per row)
+    // and skips the IQ panel GEMM; det-mul-mat and det-repack extend it to the matrix multiply.
+    // Other contexts' pools (and every default-mode context) are unchanged.
+    file: CPU_C,
+    edits: [
+      {
+        find: '    enum ggml_status ec;\n};\n',
+        replace: `    enum ggml_status ec;
+    bool llamux_deterministic; // llamux: compute with use_ref (issue 26)
+};
+
+// llamux: marks a pool deterministic (reached through the CPU backend's proc address).
+void llamux_threadpool_set_deterministic(struct ggml_threadpool * tp, bool on);
+void llamux_threadpool_set_deterministic(struct ggml_threadpool * tp, bool on) {
+    if (tp != NULL) tp->llamux_deterministic = on;
+}
+`,
+      },
+      {
+        find: '        threadpool->prio             = tpp->prio;\n',
+        replace: '        threadpool->prio             = tpp->prio;\n        threadpool->llamux_deterministic = false;\n',
+      },
+      {
+        find: '        /*.use_ref    =*/ cplan->use_ref,\n',
+        replace: '        /*.use_ref    =*/ cplan->use_ref || tp->llamux_deterministic,\n',
+      },
+    ],
+  },
+  {
+    id: 'det-proc-address',
+    // The CPU backend may be a library loaded at run time (one per CPU variant): the addon finds
+    // llamux_threadpool_set_deterministic through the registry, like ggml_threadpool_new.
+    file: CPU_CPP,
+    edits: [
+      {
+        find: '    if (strcmp(name, "ggml_backend_cpu_set_use_ref") == 0) {\n',
+        replace: `    if (strcmp(name, "llamux_threadpool_set_deterministic") == 0) {
+        return (void *)llamux_threadpool_set_deterministic;
+    }
+    if (strcmp(name, "ggml_backend_cpu_set_use_ref") == 0) {
+`,
+      },
+      {
+        find: 'static void * ggml_backend_cpu_get_proc_address(ggml_backend_reg_t reg, const char * name) {\n',
+        replace: `extern "C" void llamux_threadpool_set_deterministic(struct ggml_threadpool * tp, bool on);
+
+static void * ggml_backend_cpu_get_proc_address(ggml_backend_reg_t reg, const char * name) {
+`,
+      },
+    ],
+  },
+  {
+    id: 'det-mul-mat',
+    // With use_ref (deterministic mode) a matrix multiply computes every output element with one
+    // vec_dot of one weight row and one activation row, whatever the batch: llamafile's sgemm
+    // (taken for most batches, its tiles accumulating in another order than vec_dot) and the
+    // two-row mmla kernels are skipped. Which thread computes an element, and how the rows are
+    // chunked, then no longer changes its value: activation rows are quantized block by block.
+    file: CPU_C,
+    edits: [
+      {
+        find: '    if (src1_cont) {\n',
+        replace: '    if (src1_cont && !params->use_ref) {\n',
+      },
+      {
+        find: `    if (src1->type != vec_dot_type) {
+        const void* wdata = (src1->type == vec_dot_type) ? src1->data : params->wdata;
+`,
+        replace: `    if (src1->type != vec_dot_type && !params->use_ref) {
+        const void* wdata = (src1->type == vec_dot_type) ? src1->data : params->wdata;
+`,
+      },
+      {
+        find: '        if ((nr0 % 2 != 0) || (ne11 % 2 != 0) ||',
+        replace: '        if (params->use_ref || (nr0 % 2 != 0) || (ne11 % 2 != 0) ||',
+      },
+    ],
+  },
+  {
+    id: 'det-repack',
+    // Weights repacked at load (CPU_REPACK buffers) multiply four activation rows at a time by a
+    // GEMM and the rest one by one by a GEMV, whose sums run in another order: with use_ref
+    // (deterministic mode) every row takes the GEMV.
+    file: REPACK,
+    edits: [
+      {
+        find: '        if (nrows > 3) {\n',
+        replace: '        if (nrows > 3 && !params->use_ref) {\n',
+      },
+      {
+        find: '        for (int iter = nrows - (nrows % 4); iter < nrows; iter++) {\n',
+        replace: '        for (int iter = (nrows > 3 && !params->use_ref) ? nrows - (nrows % 4) : 0; iter < nrows; iter++) {\n',
+      },
+    ],
+  },
+  {
+    id: 'det-fa-order',
+    // With use_ref (deterministic mode) the flash-attention row kernel runs its online softmax
+    // over a row's visible cells in an order that does not depend on where they sit in the KV:
+    // by score, highest first, ties by the V row's bytes (equal score and V: equal terms). In
+    // cell order, a sequence whose cells were allocated out of position order (freed cells
+    // reused, a fork, a prefix shared by seq_cp, 8 sequences interleaved) summed the same terms
+    // in another order: 34-76 of 80 positions differed in the last bit (test/determinism). The
+    // scores are computed twice (once to sort); the default path is unchanged.
+    file: FA_OPS,
+    edits: [
+      {
+        find: 'static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(\n',
+        replace: `#include <vector>
+
+static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
+`,
+      },
+      {
+        find: `        for (int64_t ic = ic_start; ic < ic_end; ++ic) {
+            if (mp && (ic & 31) == 0 && ic + 32 <= ic_end && llamux_fa_masked32(mp + ic)) {
+                ic += 31;
+                continue;
+            }
+`,
+        replace: `        // llamux det-fa-order: in deterministic mode, the visible cells by score (then V bytes)
+        static thread_local std::vector<std::pair<float, int64_t>> llamux_order;
+        const bool llamux_det = params->use_ref;
+        if (llamux_det) {
+            llamux_order.clear();
+            for (int64_t ic = ic_start; ic < ic_end; ++ic) {
+                const float mv = mp ? slope*GGML_CPU_FP16_TO_FP32(mp[ic]) : 0.0f;
+                if (mv == -INFINITY) {
+                    continue;
+                }
+                float s;
+                kq_vec_dot(DK, &s, 0, (const char *) k->data + (ic*nbk1 + ik2*nbk2 + ik3*nbk3), 0, Q_q, 0, 1);
+                s = s*scale;
+                if (logit_softcap != 0.0f) {
+                    s = logit_softcap*tanhf(s);
+                }
+                llamux_order.emplace_back(s + mv, ic);
+            }
+            const size_t v_row = ggml_row_size(v->type, DV);
+            const char * v_base = (const char *) v->data + iv2*nbv2 + iv3*nbv3;
+            std::sort(llamux_order.begin(), llamux_order.end(), [&](const std::pair<float, int64_t> & a, const std::pair<float, int64_t> & b) {
+                if (a.first != b.first) {
+                    return a.first > b.first;
+                }
+                return memcmp(v_base + a.second*nbv1, v_base + b.second*nbv1, v_row) < 0;
+            });
+        }
+        const int64_t llamux_end = llamux_det ? (int64_t) llamux_order.size() : ic_end;
+        for (int64_t jc = llamux_det ? 0 : ic_start; jc < llamux_end; ++jc) {
+            const int64_t ic = llamux_det ? llamux_order[jc].second : jc;
+            if (!llamux_det && mp && (ic & 31) == 0 && ic + 32 <= ic_end && llamux_fa_masked32(mp + ic)) {
+                jc += 31;
+                continue;
+            }
 `,
       },
     ],

@@ -95,6 +95,8 @@ export interface NativeContextOptions {
   batchThreads: number;
   unifiedKv: boolean;
   swaFull: boolean;
+  /** Issue 26: the context's CPU thread pools compute with ggml's reference kernels. */
+  deterministic: boolean;
   /** -1 auto, 0 off, 1 on. */
   flashAttention: number;
   /** ggml type ids; -1: llama.cpp's default. */
@@ -362,6 +364,10 @@ export interface NativeBinding {
     planReuse(inputs: NativeReuseInputs): NativeReusePlan;
     /** Feeds tokens to a llama.cpp grammar: how many it accepts, and whether it may end there. */
     grammarAccepts(model: NativeModel, gbnf: string, root: string, tokens: Int32Array): { parsed: boolean; accepted: number; complete: boolean };
+    /** Issue 26, tests only: while on, the scheduler copies the logits it samples from, keyed by the
+     * request's seed and step (native/logits_tap.h); logitsTap clears them, takeLogits hands them over. */
+    logitsTap(on: boolean): void;
+    takeLogits(): Array<{ seed: number; step: number; logits: Float32Array }>;
     /** One plain llama_tokenize call (the reference for the bounded tokenizer). */
     tokenizeRaw(model: NativeModel, text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array;
     /** The bounded tokenizer with a chosen piece size. */

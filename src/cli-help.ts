@@ -39,6 +39,8 @@ Options:
                             key) never share conversations, tool-call replay or cache numbers
       --cache-ram MB        RAM tier of saved sequence states (default 256; 0: off)
       --cache-dir DIR       Disk tier of saved sequence states (off by default)
+      --deterministic       Logits independent of batching, cache tiers and concurrency (same
+                            model, CPU variant and thread count; slower prefill): docs/determinism.md
       --store PATH          SQLite file of the tool-call store (default: in memory)
       --chat-template FILE  Jinja chat template replacing the model's own
       --max-body BYTES      Largest accepted request body (default 4194304)

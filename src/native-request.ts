@@ -293,6 +293,7 @@ export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarke
     batchThreads: opts.batchThreads ?? 0,
     unifiedKv: opts.unifiedKv,
     swaFull: opts.swaFull,
+    deterministic: opts.deterministic,
     flashAttention: opts.flashAttention === 'on' ? 1 : opts.flashAttention === 'off' ? 0 : -1,
     kvTypeK: opts.kvCacheTypeK ? GGML_TYPE_IDS[opts.kvCacheTypeK] : -1,
     kvTypeV: opts.kvCacheTypeV ? GGML_TYPE_IDS[opts.kvCacheTypeV] : -1,

@@ -103,6 +103,15 @@ export const ContextOptionsSchema = z
      * once the window has moved on): other prompts are recomputed, and the report says so.
      */
     swaFull: z.boolean().default(true),
+    /**
+     * Deterministic mode (issue 26): the logits of a position depend only on the model, the CPU
+     * variant, the thread count and the tokens it sees, not on how they were batched (cold,
+     * reused prefix, restored from the RAM or disk tier, chunked prefill, any number of
+     * concurrent sequences). The CPU kernels run their reference paths: one dot product per
+     * output element, flash attention row by row. Not covered: another CPU variant or thread
+     * count, GPU backends. Costs prefill speed (docs/benchmark.md).
+     */
+    deterministic: z.boolean().default(false),
     /** Max tokens per llama_decode call. */
     batchSize: positiveInt.default(512),
     /** Physical micro-batch size. */

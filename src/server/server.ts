@@ -76,6 +76,8 @@ export interface ServerOptions {
   cacheRamMb?: number;
   /** Disk tier folder of saved sequence states (survives restarts); off when absent. */
   cacheDir?: string;
+  /** The context's deterministic mode (ContextOptions.deterministic, issue 26). */
+  deterministic?: boolean;
   /** SQLite file of the tool-call store (default: in memory, lost on close). */
   storePath?: string;
   /** Bounds of the tool-call store. */
@@ -119,6 +121,7 @@ const ServerOptionsSchema = z
     log: z.custom<ServerLog>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
     cacheRamMb: z.number().int().min(0).optional(),
     cacheDir: z.string().min(1).optional(),
+    deterministic: z.boolean().optional(),
     storePath: z.string().min(1).optional(),
     storeLimits: z
       .object({ maxRows: z.number().int().positive().optional(), maxBytes: z.number().int().positive().optional(), maxAgeMs: z.number().int().positive().optional() })
@@ -220,6 +223,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       ...(o.threads !== undefined ? { threads: o.threads, batchThreads: o.threads } : {}),
       ...(o.cacheRamMb !== undefined ? { cacheRamMb: o.cacheRamMb } : {}),
       ...(o.cacheDir !== undefined ? { cacheDir: o.cacheDir } : {}),
+      ...(o.deterministic ? { deterministic: true } : {}),
     });
     store = new ToolCallStore(o.storePath ?? ':memory:', o.storeLimits ?? {});
     const template = ChatTemplate.fromModel(model, o.chatTemplate);
