@@ -460,23 +460,12 @@ export async function main(argv: string[]): Promise<void> {
     console.log(version());
     return;
   }
-  switch (command) {
-    case 'serve':
-      return serve(rest);
-    case 'rpc-server':
-      return rpcServer(rest);
-    case 'demo':
-      return demo(rest);
-    case 'inspect':
-      return inspect(rest);
-    case 'bench':
-      return bench(rest);
-    case 'doctor':
-      return doctor(rest);
-    default:
-      throw new UsageError(`unknown command "${command}"`);
-  }
+  const run = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
+  if (!run) throw new UsageError(`unknown command "${command}"`);
+  return run(rest);
 }
+
+const COMMANDS: Record<string, (args: string[]) => Promise<void>> = { serve, 'rpc-server': rpcServer, demo, inspect, bench, doctor };
 
 const invokedDirectly = (() => {
   try {
