@@ -4,7 +4,7 @@ import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
-const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc'];
+const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families'];
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const suiteArg = args.find((a) => a.startsWith('--suite='))?.slice('--suite='.length) ?? args[args.indexOf('--suite') + 1];
@@ -46,6 +46,9 @@ for (const suite of suites) {
   } else if (suite === 'overhead') {
     const { runOverheadBench } = await import('./workloads/overhead.js');
     console.log(await runOverheadBench(common));
+  } else if (suite === 'families') {
+    const { runFamiliesBench } = await import('./workloads/families.js');
+    console.log(await runFamiliesBench(common));
   } else if (suite === 'rpc') {
     const { runRpcBench } = await import('./workloads/rpc.js');
     console.log(await runRpcBench(common));
