@@ -19,7 +19,6 @@ import { join } from 'node:path';
 import { packageRoot } from '../../src/binding.js';
 import { ensureZooModels, ZOO_ARCHITECTURES, type ZooArchitecture, type ZooModelDescription } from '../../src/gguf/index.js';
 import { ChatTemplate, buildChatPrompt, loadModel, setLogger, type ChatMessage, type ChatToolDefinition, type GenerateResult, type Model } from '../../src/index.js';
-import { llamuxSingle } from '../drivers/llamux.js';
 import { llamaServerBinary, startLlamaServer, streamTokenCompletion } from '../drivers/llama-server.js';
 import { runRaw } from '../drivers/raw.js';
 import { benchPrompt } from '../models.js';
@@ -212,6 +211,29 @@ async function replayLlamaServer(srv: Awaited<ReturnType<typeof startLlamaServer
   return out;
 }
 
+/**
+ * llamux's decode tok/s on one sequence: the tokens after the first over the time from the first
+ * sampled token (the engine's ttft, from the submit) to the client receiving the last one. Not
+ * from the first text event the client sees: on a loaded machine the JS thread can be descheduled
+ * while the engine thread already samples the next tokens, which would count them for free.
+ */
+async function llamuxDecode(model: Model, promptTokens: number, genTokens: number, threads: number): Promise<number> {
+  const ctx = await model.createContext({ contextSize: promptTokens + genTokens + 64, sequences: 1, threads, batchThreads: threads, prefixCache: false });
+  const bias = banEog(model);
+  try {
+    await ctx.complete({ prompt: benchPrompt(8, model.vocab.size, 99), maxTokens: 4, temperature: 0, logitBias: bias });
+    const t0 = performance.now();
+    const gen = ctx.generate({ prompt: benchPrompt(promptTokens, model.vocab.size), maxTokens: genTokens, temperature: 0, logitBias: bias });
+    const r = await gen.result;
+    const tEnd = performance.now();
+    const first = t0 + (r.timings.queuedMs ?? 0) + r.timings.ttftMs;
+    if (r.generatedTokens !== genTokens) throw new Error(`llamux generated ${r.generatedTokens} tokens, expected ${genTokens}`);
+    return (genTokens - 1) / ((tEnd - first) / 1000);
+  } finally {
+    await ctx.dispose();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The suite
 
@@ -224,6 +246,8 @@ export interface FamiliesBenchOptions {
   runs?: number;
   /** Replays per system (default 3; quick 1). */
   replays?: number;
+  /** false: leave llama-server out (it is built on first use otherwise). */
+  llamaServer?: boolean;
 }
 
 interface ArchResult {
@@ -245,7 +269,7 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
   // scheduler slices at 2; every system gets the same count, so the ratios hold either way.
   const threads = opts.threads ?? 1;
   const archs = opts.architectures ?? (opts.quick ? (['llama', 'qwen35'] as ZooArchitecture[]) : [...ZOO_ARCHITECTURES]);
-  const runs = opts.runs ?? 3;
+  const runs = opts.runs ?? (opts.quick ? 3 : 5);
   const replays = opts.replays ?? (opts.quick ? 1 : 3);
   const size: FamilyConversationSize = opts.quick ? { systemTokens: 400, resultTokens: 60, turns: 8 } : { systemTokens: 1500, resultTokens: 200, turns: 8 };
   const prompt = 32;
@@ -256,7 +280,7 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
     vocabDir: join(packageRoot, '.cache', 'llama.cpp-models'),
     architectures: archs,
   });
-  const ls = llamaServerBinary();
+  const ls = opts.llamaServer === false ? { path: undefined, why: 'left out' } : llamaServerBinary();
   const results: ArchResult[] = [];
   for (const arch of archs) {
     const path = zoo[arch].path;
@@ -270,7 +294,7 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
       for (let i = 0; i < runs; i++) {
         progress(`families: ${arch} decode, run ${i + 1}/${runs}`);
         raw.push(runRaw(path, prompt, gen, threads, 1, 'plain').decodeTokensPerSec);
-        lx.push((await llamuxSingle(model, prompt, gen, threads)).decodeTokensPerSec);
+        lx.push(await llamuxDecode(model, prompt, gen, threads));
         rawS.push(runRaw(path, prompt, gen, threads, 1, 'llamux').decodeTokensPerSec);
       }
       const ratios = lx.map((v, i) => v / raw[i]!);
