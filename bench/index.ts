@@ -5,10 +5,12 @@ import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
 const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families'];
+// Named only: `families` (every zoo architecture, builds llama-server on first use) is not in the default run.
+const DEFAULT = KNOWN.filter((s) => s !== 'families');
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const suiteArg = args.find((a) => a.startsWith('--suite='))?.slice('--suite='.length) ?? args[args.indexOf('--suite') + 1];
-const suites = (suiteArg && !suiteArg.startsWith('--') ? suiteArg : KNOWN.join(',')).split(',');
+const suites = (suiteArg && !suiteArg.startsWith('--') ? suiteArg : DEFAULT.join(',')).split(',');
 const threadsArg = args.find((a) => a.startsWith('--threads='))?.slice('--threads='.length) ?? (args.includes('--threads') ? args[args.indexOf('--threads') + 1] : undefined);
 const threads = threadsArg !== undefined ? Number(threadsArg) : undefined;
 if (threads !== undefined && !(Number.isInteger(threads) && threads > 0)) {

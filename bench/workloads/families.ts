@@ -15,6 +15,7 @@
 // or hybrid model (and llama-server's SWA cache) needs a checkpoint at or below that point, or
 // prefills the whole prompt again. (llama-server cannot be forced to the script: the pinned one
 // does not apply token-id grammars, see replay.ts; driving llamux the same way keeps it fair.)
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../../src/binding.js';
 import { ensureZooModels, ZOO_ARCHITECTURES, type ZooArchitecture, type ZooModelDescription } from '../../src/gguf/index.js';
@@ -211,6 +212,15 @@ async function replayLlamaServer(srv: Awaited<ReturnType<typeof startLlamaServer
   return out;
 }
 
+/** The raw loop's decode tok/s; one retry when the child fails (seen once on the loaded machine). */
+function rawDecode(path: string, prompt: number, gen: number, threads: number, sampler: 'plain' | 'llamux'): number {
+  try {
+    return runRaw(path, prompt, gen, threads, 1, sampler).decodeTokensPerSec;
+  } catch {
+    return runRaw(path, prompt, gen, threads, 1, sampler).decodeTokensPerSec;
+  }
+}
+
 /**
  * llamux's decode tok/s on one sequence: the tokens after the first over the time from the first
  * sampled token (the engine's ttft, from the submit) to the client receiving the last one. Not
@@ -226,7 +236,7 @@ async function llamuxDecode(model: Model, promptTokens: number, genTokens: numbe
     const gen = ctx.generate({ prompt: benchPrompt(promptTokens, model.vocab.size), maxTokens: genTokens, temperature: 0, logitBias: bias });
     const r = await gen.result;
     const tEnd = performance.now();
-    const first = t0 + (r.timings.queuedMs ?? 0) + r.timings.ttftMs;
+    const first = t0 + r.timings.ttftMs;
     if (r.generatedTokens !== genTokens) throw new Error(`llamux generated ${r.generatedTokens} tokens, expected ${genTokens}`);
     return (genTokens - 1) / ((tEnd - first) / 1000);
   } finally {
@@ -269,9 +279,9 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
   // scheduler slices at 2; every system gets the same count, so the ratios hold either way.
   const threads = opts.threads ?? 1;
   const archs = opts.architectures ?? (opts.quick ? (['llama', 'qwen35'] as ZooArchitecture[]) : [...ZOO_ARCHITECTURES]);
-  const runs = opts.runs ?? (opts.quick ? 3 : 5);
+  const runs = opts.runs ?? 3;
   const replays = opts.replays ?? (opts.quick ? 1 : 3);
-  const size: FamilyConversationSize = opts.quick ? { systemTokens: 400, resultTokens: 60, turns: 8 } : { systemTokens: 1500, resultTokens: 200, turns: 8 };
+  const size: FamilyConversationSize = opts.quick ? { systemTokens: 400, resultTokens: 60, turns: 8 } : { systemTokens: 1000, resultTokens: 150, turns: 8 };
   const prompt = 32;
   const gen = opts.quick ? 64 : 256;
   const load0 = loadavg();
@@ -280,7 +290,9 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
     vocabDir: join(packageRoot, '.cache', 'llama.cpp-models'),
     architectures: archs,
   });
-  const ls = opts.llamaServer === false ? { path: undefined, why: 'left out' } : llamaServerBinary();
+  const built = existsSync(join(packageRoot, '.cache', 'llama-server-build', 'bin', 'llama-server'));
+  // quick mode uses llama-server only when it is already built (building it takes minutes)
+  const ls = opts.llamaServer === false ? { path: undefined, why: 'left out' } : opts.quick && !built ? { path: undefined, why: 'quick mode, not built yet' } : llamaServerBinary();
   const results: ArchResult[] = [];
   for (const arch of archs) {
     const path = zoo[arch].path;
@@ -293,9 +305,9 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
       const lx: number[] = [];
       for (let i = 0; i < runs; i++) {
         progress(`families: ${arch} decode, run ${i + 1}/${runs}`);
-        raw.push(runRaw(path, prompt, gen, threads, 1, 'plain').decodeTokensPerSec);
+        raw.push(rawDecode(path, prompt, gen, threads, 'plain'));
         lx.push(await llamuxDecode(model, prompt, gen, threads));
-        rawS.push(runRaw(path, prompt, gen, threads, 1, 'llamux').decodeTokensPerSec);
+        rawS.push(rawDecode(path, prompt, gen, threads, 'llamux'));
       }
       const ratios = lx.map((v, i) => v / raw[i]!);
       const ratiosS = lx.map((v, i) => v / rawS[i]!);
