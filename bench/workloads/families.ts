@@ -278,7 +278,10 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
   // One thread by default: on a shared 2-core machine llama.cpp's spinning pool stalls for whole
   // scheduler slices at 2; every system gets the same count, so the ratios hold either way.
   const threads = opts.threads ?? 1;
-  const archs = opts.architectures ?? (opts.quick ? (['llama', 'qwen35'] as ZooArchitecture[]) : [...ZOO_ARCHITECTURES]);
+  const fromEnv = process.env.LLAMUX_BENCH_FAMILIES?.split(',').filter((a) => a.length > 0) as ZooArchitecture[] | undefined;
+  for (const a of fromEnv ?? []) if (!ZOO_ARCHITECTURES.includes(a)) throw new Error(`LLAMUX_BENCH_FAMILIES: unknown architecture "${a}" (known: ${ZOO_ARCHITECTURES.join(', ')})`);
+  const archs = opts.architectures ?? fromEnv ?? (opts.quick ? (['llama', 'qwen35'] as ZooArchitecture[]) : [...ZOO_ARCHITECTURES]);
+  const withServer = opts.llamaServer ?? process.env.LLAMUX_BENCH_LLAMA_SERVER !== '0';
   const runs = opts.runs ?? 3;
   const replays = opts.replays ?? (opts.quick ? 1 : 3);
   const size: FamilyConversationSize = opts.quick ? { systemTokens: 400, resultTokens: 60, turns: 8 } : { systemTokens: 1000, resultTokens: 150, turns: 8 };
@@ -292,7 +295,7 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
   });
   const built = existsSync(join(packageRoot, '.cache', 'llama-server-build', 'bin', 'llama-server'));
   // quick mode uses llama-server only when it is already built (building it takes minutes)
-  const ls = opts.llamaServer === false ? { path: undefined, why: 'left out' } : opts.quick && !built ? { path: undefined, why: 'quick mode, not built yet' } : llamaServerBinary();
+  const ls = !withServer ? { path: undefined, why: 'left out (LLAMUX_BENCH_LLAMA_SERVER=0)' } : opts.quick && !built ? { path: undefined, why: 'quick mode, not built yet' } : llamaServerBinary();
   const results: ArchResult[] = [];
   for (const arch of archs) {
     const path = zoo[arch].path;
