@@ -283,7 +283,7 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
   const archs = opts.architectures ?? fromEnv ?? (opts.quick ? (['llama', 'qwen35'] as ZooArchitecture[]) : [...ZOO_ARCHITECTURES]);
   const withServer = opts.llamaServer ?? process.env.LLAMUX_BENCH_LLAMA_SERVER !== '0';
   const runs = opts.runs ?? 3;
-  const replays = opts.replays ?? (opts.quick ? 1 : 3);
+  const replays = opts.replays ?? (Number(process.env.LLAMUX_BENCH_REPLAYS) > 0 ? Number(process.env.LLAMUX_BENCH_REPLAYS) : opts.quick ? 1 : 3);
   const size: FamilyConversationSize = opts.quick ? { systemTokens: 400, resultTokens: 60, turns: 8 } : { systemTokens: 1000, resultTokens: 150, turns: 8 };
   const prompt = 32;
   const gen = opts.quick ? 64 : 256;
