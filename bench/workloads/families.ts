@@ -320,17 +320,21 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
       for (let v = 0; v < replays; v++) convs.push(buildFamilyConversation(model, size, v, convs[0]?.tools));
       const conv = convs[0]!;
       const last = conv.prompts.at(-1)!.length + conv.genTokens.at(-1)!;
-      const srv = ls.path ? await startLlamaServer(ls.path, path, { ctx: last + 256, parallel: 1, threads }) : undefined;
-      const rep: ArchResult['replays'] = { ckpt: [], nockpt: [], ...(srv ? { llamaServer: [] } : {}) };
-      try {
-        for (let v = 0; v < replays; v++) {
-          const tag = `families: ${arch} replay ${v + 1}/${replays}`;
-          rep.ckpt!.push(await replayLlamux(model, convs[v]!, 4, threads, `${tag}, llamux kvCheckpoints 4`));
-          rep.nockpt!.push(await replayLlamux(model, convs[v]!, 0, threads, `${tag}, llamux kvCheckpoints 0`));
-          if (srv) rep.llamaServer!.push(await replayLlamaServer(srv, convs[v]!, model.vocab.size, `${tag}, llama-server`));
+      const rep: ArchResult['replays'] = { ckpt: [], nockpt: [], ...(ls.path ? { llamaServer: [] } : {}) };
+      for (let v = 0; v < replays; v++) {
+        const tag = `families: ${arch} replay ${v + 1}/${replays}`;
+        // a fresh context and a fresh llama-server per replay: no replay reuses another's state
+        // (Qwen templates put the tools before the system text, so replays share ~600 tokens)
+        rep.ckpt!.push(await replayLlamux(model, convs[v]!, 4, threads, `${tag}, llamux kvCheckpoints 4`));
+        rep.nockpt!.push(await replayLlamux(model, convs[v]!, 0, threads, `${tag}, llamux kvCheckpoints 0`));
+        if (ls.path) {
+          const srv = await startLlamaServer(ls.path, path, { ctx: last + 256, parallel: 1, threads });
+          try {
+            rep.llamaServer!.push(await replayLlamaServer(srv, convs[v]!, model.vocab.size, `${tag}, llama-server`));
+          } finally {
+            await srv.close();
+          }
         }
-      } finally {
-        await srv?.close();
       }
       r = {
         arch,
