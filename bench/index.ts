@@ -4,11 +4,13 @@ import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
-const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc'];
+const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families'];
+// Named only: `families` (every zoo architecture, builds llama-server on first use) is not in the default run.
+const DEFAULT = KNOWN.filter((s) => s !== 'families');
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const suiteArg = args.find((a) => a.startsWith('--suite='))?.slice('--suite='.length) ?? args[args.indexOf('--suite') + 1];
-const suites = (suiteArg && !suiteArg.startsWith('--') ? suiteArg : KNOWN.join(',')).split(',');
+const suites = (suiteArg && !suiteArg.startsWith('--') ? suiteArg : DEFAULT.join(',')).split(',');
 const threadsArg = args.find((a) => a.startsWith('--threads='))?.slice('--threads='.length) ?? (args.includes('--threads') ? args[args.indexOf('--threads') + 1] : undefined);
 const threads = threadsArg !== undefined ? Number(threadsArg) : undefined;
 if (threads !== undefined && !(Number.isInteger(threads) && threads > 0)) {
@@ -46,6 +48,9 @@ for (const suite of suites) {
   } else if (suite === 'overhead') {
     const { runOverheadBench } = await import('./workloads/overhead.js');
     console.log(await runOverheadBench(common));
+  } else if (suite === 'families') {
+    const { runFamiliesBench } = await import('./workloads/families.js');
+    console.log(await runFamiliesBench(common));
   } else if (suite === 'rpc') {
     const { runRpcBench } = await import('./workloads/rpc.js');
     console.log(await runRpcBench(common));
