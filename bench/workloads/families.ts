@@ -26,6 +26,7 @@ import { benchPrompt } from '../models.js';
 import { fmt, progress, progressDone, table, writeResult, type Row } from '../report.js';
 import { fmtSpread, spread, type Spread } from '../stats.js';
 import { loadavg } from 'node:os';
+import { CALLS, USER } from './replay.js';
 
 export const HYBRID_ARCHS: ReadonlySet<ZooArchitecture> = new Set<ZooArchitecture>(['qwen35', 'qwen35moe', 'granitehybrid', 'lfm2']);
 export const SWA_ARCHS: ReadonlySet<ZooArchitecture> = new Set<ZooArchitecture>(['gemma4', 'gpt-oss']);
@@ -40,18 +41,7 @@ const WORDS = (
 ).split(' ');
 const TOOL_NAMES = ['read_file', 'search_code', 'run_tests', 'edit_file', 'list_directory', 'git_diff', 'run_command', 'find_files', 'write_file', 'git_status', 'git_log', 'git_commit'];
 const PARAMS = ['path', 'query', 'pattern', 'limit', 'offset', 'command', 'timeout', 'message'];
-const CALLS: Array<{ content: string; name: string; arguments: Record<string, unknown> }> = [
-  { content: 'Let me read the failing test first.', name: 'read_file', arguments: { path: 'test/cache/prefix.test.ts' } },
-  { content: 'I will search for the function.', name: 'search_code', arguments: { query: 'longestPrefix', limit: 20 } },
-  { content: 'Running the tests to see the error.', name: 'run_tests', arguments: { pattern: 'test/cache' } },
-  { content: 'Now the source file.', name: 'read_file', arguments: { path: 'src/cache/prefix.ts' } },
-  { content: 'The bound is off by one; fixing it.', name: 'edit_file', arguments: { path: 'src/cache/prefix.ts', old: 'i <= n', new: 'i < n' } },
-  { content: 'Checking the directory for related files.', name: 'list_directory', arguments: { path: 'src/cache' } },
-  { content: 'Let me look at the diff.', name: 'git_diff', arguments: { path: 'src/cache' } },
-  { content: 'Running the whole suite again.', name: 'run_tests', arguments: { pattern: 'test' } },
-  { content: 'Reading the changelog before the commit.', name: 'read_file', arguments: { path: 'CHANGELOG.md' } },
-];
-const USER = 'The test suite fails after the last change to the cache module. Find the cause, fix it and run the tests again.';
+// The same agent conversation as the replay suite: its scripted assistant turns and user request.
 
 /** mulberry32 */
 function rng(seed: number): () => number {

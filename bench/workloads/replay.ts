@@ -53,7 +53,7 @@ const TOOL_NAMES = [
 const PARAM_NAMES = ['path', 'query', 'pattern', 'limit', 'offset', 'command', 'timeout', 'message', 'branch', 'content', 'url', 'method'];
 
 /** The scripted assistant turns, cycled: text the model writes, then one call. */
-const CALLS: Array<{ content: string; name: string; arguments: Record<string, unknown> }> = [
+export const CALLS: Array<{ content: string; name: string; arguments: Record<string, unknown> }> = [
   { content: 'Let me read the failing test first.', name: 'read_file', arguments: { path: 'test/cache/prefix.test.ts' } },
   { content: 'I will search for the function.', name: 'search_code', arguments: { query: 'longestPrefix', limit: 20 } },
   { content: 'Running the tests to see the error.', name: 'run_tests', arguments: { pattern: 'test/cache' } },
@@ -66,7 +66,7 @@ const CALLS: Array<{ content: string; name: string; arguments: Record<string, un
 ];
 
 const SYSTEM = 'You are a coding agent working in a TypeScript repository. Use the tools to inspect and change files, one call at a time, and answer briefly.';
-const USER = 'The test suite fails after the last change to the cache module. Find the cause, fix it and run the tests again.';
+export const USER = 'The test suite fails after the last change to the cache module. Find the cause, fix it and run the tests again.';
 
 /** A deterministic PRNG in [0, 1) (the project's mulberry32). */
 function rng(seed: number): () => number {
