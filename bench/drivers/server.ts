@@ -7,7 +7,7 @@
 // about the request path changes: the client sends ordinary OpenAI requests, the server renders
 // the template, replays stored calls by id, reuses the conversation's KV and streams SSE.
 import OpenAI from 'openai';
-import type { GenerateResult, Model } from '../../src/index.js';
+import { Session, type GenerateResult, type Generation, type Model, type SessionGenerateOptions } from '../../src/index.js';
 import { createServer, type LlamuxServer } from '../../src/server/index.js';
 
 /** A GBNF grammar that admits exactly `tokens`, in order (llama.cpp's `<[id]>` token syntax). */
@@ -54,9 +54,19 @@ export async function startBenchServer(model: Model, o: BenchServerOptions): Pro
   // The only harness hook: add the grammar to what the server asks its context for, and keep
   // the engine's result (timings, reuse) of each generation. The forced grammar replaces the
   // tool grammar the server asks for (the two cannot be combined).
+  const withGrammar = <O extends { toolChoice?: unknown }>(options: O): O =>
+    grammar === undefined ? options : { ...options, grammar, tools: undefined, ...(options.toolChoice === 'none' ? {} : { toolChoice: 'auto' as const }) };
   (ctx as { generate: typeof ctx.generate }).generate = (options) => {
-    const forced = { ...options, grammar, tools: undefined, ...(options.toolChoice === 'none' ? {} : { toolChoice: 'auto' as const }) };
-    const gen = generate(grammar !== undefined ? forced : options);
+    const gen = generate(withGrammar(options));
+    last = gen.result;
+    return gen;
+  };
+  // The server's conversations run through Sessions (session.generate does not call
+  // ctx.generate): hook that path too, for this server's context only.
+  const sessionGenerate = Session.prototype.generate;
+  Session.prototype.generate = function (this: Session, options: SessionGenerateOptions): Generation {
+    if (this.context !== ctx) return sessionGenerate.call(this, options);
+    const gen = sessionGenerate.call(this, withGrammar(options));
     last = gen.result;
     return gen;
   };
@@ -78,7 +88,10 @@ export async function startBenchServer(model: Model, o: BenchServerOptions): Pro
       };
       return { replayed: count('replayed'), unknown: count('unknown'), unlocated: count('unlocated') };
     },
-    close: () => server.close(),
+    close: async () => {
+      Session.prototype.generate = sessionGenerate;
+      await server.close();
+    },
   };
 }
 

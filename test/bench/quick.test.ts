@@ -60,6 +60,12 @@ describe('bench --quick', () => {
     }
     // the last turn of the replay table has a figure for every system
     expect(r.stdout).toMatch(/\| 3 +\| \d+ +\| \d+ +\| [\d.,]+ +\| [\d.,]+ +\| [\d.,]+ +\| [\d.,]+ +\|/);
+    // the server replays turn 0's call by its id, so turn 1 prefills only the new tokens (the
+    // harness forces the scripted turn on the server's session path too)
+    const turn1 = /\| 1 +\| (\d+) +\| \d+ +\| (\d+) +\| \d+ +\| \d+ +\| (\d+) +\|/.exec(r.stdout);
+    expect(turn1, 'replay: prefilled row of turn 1').not.toBeNull();
+    expect(Number(turn1![3]), 'server calls replayed at turn 1').toBe(1);
+    expect(Number(turn1![2]), 'server prefilled at turn 1').toBe(Number(turn1![1]));
     expect(r.stdout).toMatch(/bench finished in [\d.]+ s \(quick mode\)/);
   });
 
