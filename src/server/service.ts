@@ -342,6 +342,10 @@ export class ChatService {
       const preludes = new Map<number, { text: string; tokens: number[] }>();
       let emitted = 0;
       let started = false;
+      // The answer after a closed reasoning span starts at its first non-blank character (the
+      // `\n\n` after `</think>` is layout, as llama-server parses it); the stored prelude keeps
+      // the exact text for replay.
+      let afterReasoning = false;
       for await (const ev of gen) {
         if (!started) {
           started = true;
@@ -352,11 +356,18 @@ export class ChatService {
             prelude.text.push(ev.text);
             if (ev.tokens) for (const t of ev.tokens) prelude.tokens.push(t);
             if (ev.tokens && this.#isolate) for (const t of ev.tokens) generated.push(t);
-            if (ev.text.length > 0) yield { type: 'text', text: ev.text };
+            {
+              const text = afterReasoning ? ev.text.trimStart() : ev.text;
+              if (text.length > 0) {
+                afterReasoning = false;
+                yield { type: 'text', text };
+              }
+            }
             break;
           case 'reasoning':
             for (const t of ev.tokens) prelude.tokens.push(t);
             preludeReasoning = true;
+            afterReasoning = true;
             if (this.#isolate) for (const t of ev.tokens) generated.push(t);
             if (ev.text.length > 0) yield { type: 'reasoning', text: ev.text };
             break;

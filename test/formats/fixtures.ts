@@ -12,6 +12,8 @@ export const QWEN_QUESTION = 'What is 2+2?';
 export const QWEN_THINK_PROMPT = `<|im_start|>user\n${QWEN_QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n`;
 export const QWEN_REASONING = ' Two plus two is four.';
 export const QWEN_ANSWER = ' The answer equals 4.';
+/** The server's `content` for it: after a reasoning span the answer starts at its first non-blank character. */
+export const QWEN_CONTENT = QWEN_ANSWER.trimStart();
 
 /**
  * `qwen35-think`: the Qwen3.5 chat template; after the template's `<think>\n` the model reasons

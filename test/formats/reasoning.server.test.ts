@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel, type Model } from '../../src/index.js';
 import { createServer, type LlamuxServer } from '../../src/server/index.js';
 import { anthropicFor, openaiFor } from '../server/clients.js';
-import { QWEN_ANSWER, QWEN_QUESTION, QWEN_REASONING, ensureFormatModel, qwenThinkSpec } from './fixtures.js';
+import { QWEN_CONTENT, QWEN_QUESTION, QWEN_REASONING, ensureFormatModel, qwenThinkSpec } from './fixtures.js';
 
 describe('reasoning_content (OpenAI) and thinking blocks (Anthropic)', () => {
   let model: Model;
@@ -32,7 +32,7 @@ describe('reasoning_content (OpenAI) and thinking blocks (Anthropic)', () => {
     const r = await openai.chat.completions.create({ model: 'qwen', messages, temperature: 0 });
     const msg = r.choices[0]!.message as OpenAI.Chat.Completions.ChatCompletionMessage & { reasoning_content?: string };
     expect(msg.reasoning_content).toBe(QWEN_REASONING);
-    expect(msg.content).toBe(QWEN_ANSWER);
+    expect(msg.content).toBe(QWEN_CONTENT);
     expect(r.choices[0]!.finish_reason).toBe('stop');
   });
 
@@ -50,7 +50,7 @@ describe('reasoning_content (OpenAI) and thinking blocks (Anthropic)', () => {
       if (d?.content) content += d.content;
     }
     expect(reasoning).toBe(QWEN_REASONING);
-    expect(content).toBe(QWEN_ANSWER);
+    expect(content).toBe(QWEN_CONTENT);
     expect(contentBeforeReasoning).toBe(false);
   });
 
@@ -58,7 +58,7 @@ describe('reasoning_content (OpenAI) and thinking blocks (Anthropic)', () => {
     const budget = await openai.chat.completions.create({ model: 'q', messages, temperature: 0, reasoning_budget: 2 } as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming);
     const bm = budget.choices[0]!.message as { content: string | null; reasoning_content?: string };
     expect(bm.reasoning_content).toBe(' Two plus');
-    expect(bm.content).toBe(QWEN_ANSWER);
+    expect(bm.content).toBe(QWEN_CONTENT);
     // enable_thinking false: the template closes the span in the prompt, nothing is reasoning
     const off = await openai.chat.completions.create({
       model: 'q',
@@ -77,10 +77,10 @@ describe('reasoning_content (OpenAI) and thinking blocks (Anthropic)', () => {
     expect(r.content.map((b) => b.type)).toEqual(['thinking', 'text']);
     const [thinking, text] = r.content as [Anthropic.ThinkingBlock, Anthropic.TextBlock];
     expect(thinking.thinking).toBe(QWEN_REASONING);
-    expect(text.text).toBe(QWEN_ANSWER);
+    expect(text.text).toBe(QWEN_CONTENT);
     const b = await anthropic.messages.create({ model: 'qwen', max_tokens: 64, messages, ...GREEDY, thinking: { type: 'enabled', budget_tokens: 2 } });
     expect((b.content[0] as Anthropic.ThinkingBlock).thinking).toBe(' Two plus');
-    expect((b.content[1] as Anthropic.TextBlock).text).toBe(QWEN_ANSWER);
+    expect((b.content[1] as Anthropic.TextBlock).text).toBe(QWEN_CONTENT);
   });
 
   it('Anthropic streamed: the SDK assembles the thinking block and the text block', async () => {
@@ -93,7 +93,7 @@ describe('reasoning_content (OpenAI) and thinking blocks (Anthropic)', () => {
     expect(thinkingDeltas).toBe(QWEN_REASONING);
     expect(final.content.map((b) => b.type)).toEqual(['thinking', 'text']);
     expect((final.content[0] as Anthropic.ThinkingBlock).thinking).toBe(QWEN_REASONING);
-    expect((final.content[1] as Anthropic.TextBlock).text).toBe(QWEN_ANSWER);
+    expect((final.content[1] as Anthropic.TextBlock).text).toBe(QWEN_CONTENT);
     expect(final.stop_reason).toBe('end_turn');
   });
 });
