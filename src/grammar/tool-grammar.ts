@@ -4,6 +4,7 @@
 import { LlamuxError } from '../errors.js';
 import { RuleSet, gbnfLiteral, gbnfToken } from './gbnf.js';
 import { SchemaConverter, SchemaGrammarError } from './json-schema.js';
+import { defineGemmaValue, gemmaValue } from './gemma-values.js';
 
 /** A tool the model may call: its name and the JSON Schema of its arguments (an object schema). */
 export interface ToolDefinition {
@@ -121,10 +122,12 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
       continue;
     }
     if (req.family === 'gemma4-native') {
-      // call:NAME{…} in Gemma's own argument syntax: the name is enforced, the arguments are
-      // well-formed Gemma values (not checked against the schema).
+      // call:NAME{…} in Gemma's own argument syntax, keys and values following the schema.
       defineGemmaValue(rules, req.specialTokens?.['<|"|>']);
-      calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(`call:${tool.name}`)} gemma-object`));
+      const gemmaRelaxed: string[] = [];
+      const gemmaArgs = params === true ? 'gemma-object' : gemmaValue(rules, typeof params === 'object' && params.type === undefined ? { ...params, type: 'object' } : params, '', `t${i}-gemma`, gemmaRelaxed);
+      for (const r of new Set(gemmaRelaxed)) relaxed.push(`${tool.name}: ${r}`);
+      calls.push(rules.add(`t${i}-call`, `${gbnfLiteral(`call:${tool.name}`)} ${gemmaArgs}`));
       continue;
     }
     if (req.family === 'harmony') {
@@ -196,17 +199,6 @@ function xmlCall(rules: RuleSet, conv: SchemaConverter, tool: ToolDefinition, pa
     parts.push(required.has(key) ? p : `${p}?`);
   }
   return rules.add(`t${i}-call`, `${gbnfLiteral(`${tool.name}>\n`)} ${parts.join(' ')}`);
-}
-
-/** Gemma 4's argument values: `<|"|>`-quoted strings, numbers, booleans, `{key:value,…}` with bare keys, `[…]`. */
-function defineGemmaValue(rules: RuleSet, quote: number | undefined): void {
-  if (rules.has('gemma-object')) return;
-  const q = quote === undefined ? gbnfLiteral('<|"|>') : gbnfToken(quote);
-  rules.define('gemma-string', quote === undefined ? `${q} ([^<] | "<" [^|])* ${q}` : `${q} [^<]* ${q}`);
-  rules.define('gemma-key', '[A-Za-z0-9_.$-]+');
-  rules.define('gemma-value', 'gemma-string | gemma-object | gemma-array | "-"? [0-9]+ ("." [0-9]+)? | "true" | "false" | "null"');
-  rules.define('gemma-object', '"{" (gemma-key ":" gemma-value ("," gemma-key ":" gemma-value)*)? "}"');
-  rules.define('gemma-array', '"[" (gemma-value ("," gemma-value)*)? "]"');
 }
 
 const checked = new Map<string, string | null>();

@@ -43,6 +43,52 @@ describe('Gemma 4 native call syntax', () => {
     }
   });
 
+  it("the grammar follows the schema in Gemma syntax: declared keys in order, enums as quoted literals, integers bare", async () => {
+    const tools = [
+      {
+        name: 'get_weather',
+        parameters: {
+          type: 'object',
+          properties: { city: { type: 'string', enum: ['Paris', 'Lyon'] }, days: { type: 'integer', enum: [1, 2, 3] }, unit: { type: 'string', enum: ['c', 'f'] } },
+          required: ['city', 'days'],
+          additionalProperties: false,
+        },
+      },
+    ];
+    const t = new ChatTemplate(model.metadata.chatTemplate!, { bosToken: '<bos>', eosToken: '<eos>' });
+    for (const q of ['Weather in Paris?', 'And in Lyon, for two days?']) {
+      const prompt = t.render([{ role: 'user', content: q }], { tools });
+      const r = await ctx.generate({ prompt, parseSpecial: true, temperature: 0, tools, toolChoice: 'required', parallelToolCalls: false, maxTokens: 120 }).result;
+      expect(r.toolCalls).toHaveLength(1);
+      const text = r.toolCalls[0]!.text;
+      expect(text).toMatch(/^call:get_weather\{city:<\|"\|>(Paris|Lyon)<\|"\|>,days:[123](,unit:<\|"\|>[cf]<\|"\|>)?\}$/);
+      const [call] = parseToolCallSpan(text);
+      expect(call!.invalidArguments).toBeUndefined();
+      expect(['Paris', 'Lyon']).toContain(call!.arguments.city);
+      expect([1, 2, 3]).toContain(call!.arguments.days);
+    }
+  });
+
+  it('optional keys never leave a stray comma; a key-less schema admits only {}', () => {
+    const g = compileToolGrammar({
+      tools: [
+        { name: 'a', parameters: { type: 'object', properties: { x: { type: 'integer' }, y: { type: 'boolean' } } } },
+        { name: 'b', parameters: { type: 'object', properties: {}, additionalProperties: false } },
+      ],
+      choice: 'auto',
+      family: 'gemma4-native',
+      start: [1],
+      end: [2],
+      endIsEog: false,
+      parallel: false,
+    });
+    // x? then y?, each behind a comma only after a key was written
+    expect(g.gbnf).toMatch(/t0-gemma-h0 ::= t0-gemma-x t0-gemma-t1 \| t0-gemma-h1/);
+    expect(g.gbnf).toMatch(/t0-gemma-t1 ::= \("," t0-gemma-y\)\?/);
+    expect(g.gbnf).toMatch(/t0-gemma-obj ::= "\{" t0-gemma-h0\? "\}"/);
+    expect(g.gbnf).toMatch(/t1-call ::= "call:b" gemma-empty/);
+  });
+
   it('the thought channel is reasoning: an opened channel starts inside, a budget forces <channel|>', async () => {
     const d = (await zooModels(['gemma4'])).gemma4;
     const t = new ChatTemplate(model.metadata.chatTemplate!, { bosToken: '<bos>', eosToken: '<eos>' });

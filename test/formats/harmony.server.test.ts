@@ -107,7 +107,6 @@ describe('Harmony (gpt-oss) through the server', () => {
       messages: [{ role: 'user', content: 'Weather in Paris?' }],
       tools: [{ name: 'get_weather', description: 'Weather of a city', input_schema: TOOL.function.parameters as Anthropic.Tool.InputSchema }],
       tool_choice: { type: 'any' },
-      temperature: 0,
     });
     expect(r.stop_reason).toBe('tool_use');
     const use = r.content.find((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use');
