@@ -152,8 +152,11 @@ function compile(req: ToolGrammarRequest): ToolGrammar {
   }
   if (req.family === 'qwen-xml') {
     // <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>\n</tool_call>
+    // One function per span, as Qwen's templates render each call of a turn in its own
+    // <tool_call> block: parallel calls are more spans, never more functions inside one (a
+    // grammar that allowed those would let a model repeat calls instead of closing the span).
     const one = rules.add('xml-call', `${gbnfLiteral('\n<function=')} (${calls.join(' | ')}) ${gbnfLiteral('</function>\n')}`);
-    rules.define(TOOL_GRAMMAR_ROOT, `${start} ${req.parallel ? `${one} (${gbnfLiteral('\n')}? ${one})*` : one}${end}`);
+    rules.define(TOOL_GRAMMAR_ROOT, `${start} ${one}${end}`);
     return { gbnf: rules.toString(), root: TOOL_GRAMMAR_ROOT, relaxed };
   }
   const call = rules.add('call', `"{" sp (${calls.join(' | ')}) sp "}"`);

@@ -76,7 +76,10 @@ describe('Qwen XML tool calls (Qwen3.5 template)', () => {
     expect(g.gbnf).toContain('"<parameter=city>\\n" xml-text "\\n</parameter>\\n"');
     expect(g.gbnf).toMatch(/"<parameter=days>\\n" json-integer/);
     expect(g.gbnf).toContain('"get_weather>\\n"');
+    // one function per <tool_call> block, parallel calls or not (Qwen renders each call in its own block)
+    expect(g.gbnf).toMatch(/^llamux-tool-span ::= <\[1\]> xml-call <\[2\]>$/m);
   });
+
 
   it('malformed bodies: a duplicated parameter, an unclosed function, text between blocks are invalid', () => {
     expect(parseToolCallSpan('\n<function=f>\n<parameter=a>\n1\n</parameter>\n<parameter=a>\n2\n</parameter>\n</function>\n')[0]!.invalidArguments).toBeDefined();

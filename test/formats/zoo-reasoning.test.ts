@@ -106,4 +106,13 @@ describe('Qwen XML calls on the real qwen35 vocabulary (zoo model)', () => {
     expect(typeof call!.arguments.days).toBe('number');
     expect(model.detokenize(span.tokens, { special: true })).toBe(`<tool_call>${span.text}</tool_call>`);
   });
+
+  it('parallel calls allowed: the forced span still closes after one function (random weights would repeat functions if the grammar let them)', async () => {
+    const text = new ChatTemplate(model.metadata.chatTemplate!, { bosToken: '', eosToken: '<|im_end|>' }).render([{ role: 'user', content: 'Weather?' }], { tools: TOOLS });
+    const prompt = model.tokenize(text, { addSpecial: false, parseSpecial: true });
+    const r = await ctx.generate({ prompt, temperature: 0, tools: TOOLS, toolChoice: 'required', reasoningBudget: 3, maxTokens: 120 }).result;
+    expect(r.truncatedToolCall).toBeUndefined();
+    expect(r.toolCalls.length).toBeGreaterThanOrEqual(1);
+    for (const c of r.toolCalls) expect(c.text).toMatch(/^\n<function=get_weather>\n<parameter=city>\n(Paris|Lyon)\n<\/parameter>\n<parameter=days>\n[123]\n<\/parameter>\n<\/function>\n$/);
+  });
 });
