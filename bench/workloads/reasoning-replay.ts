@@ -47,7 +47,7 @@ type Schema = Record<string, unknown>;
 
 /** The schema with every parameter closed to a few values: the random model's forced calls then
  * end after a known number of tokens (a free string would run to max_tokens). */
-function closed(schema: Schema): Schema {
+export function closed(schema: Schema): Schema {
   const properties: Record<string, unknown> = {};
   for (const [k, v] of Object.entries((schema.properties ?? {}) as Record<string, { type?: string }>)) {
     properties[k] = v.type === 'integer' ? { ...v, enum: [1, 5, 20] } : { ...v, type: 'string', enum: ['src/cache/prefix.ts', 'test/cache', 'longestPrefix'] };
@@ -59,7 +59,7 @@ function result(k: number): string {
   return JSON.stringify({ status: 'ok', output: `step ${k}: ${'the file lists each test and its status '.repeat(12).trim()}` });
 }
 
-async function replayLlamux(model: Model, tools: OpenAI.Chat.Completions.ChatCompletionTool[], mode: Mode, turns: number, budget: number, threads: number): Promise<{ turns: Turn[]; sent: Message[][] }> {
+export async function replayLlamux(model: Model, tools: OpenAI.Chat.Completions.ChatCompletionTool[], mode: Mode, turns: number, budget: number, threads: number): Promise<{ turns: Turn[]; sent: Message[][] }> {
   const server = await createServer({ model, port: 0, ctx: 16384, parallel: 1, threads });
   const { default: OpenAIClient } = await import('openai');
   const openai = new OpenAIClient({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });

@@ -61,6 +61,8 @@ export interface ChatPrompt {
   unknown: string[];
   /** Ids of calls that had a stored span but whose rendering could not be located in the prompt. */
   unlocated: string[];
+  /** Ids of stored calls not spliced because their turn renders differently before them than it was generated. */
+  rerendered: string[];
   /** Tokens inserted verbatim (spans and preludes). */
   splicedTokens: number;
 }
@@ -239,6 +241,7 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
   const replayed: string[] = [];
   const unknown: string[] = [];
   const unlocated: string[] = [];
+  const rerendered: string[] = [];
   let cursor = 0;
 
   for (let i = 0; i < messages.length; i++) {
@@ -285,6 +288,17 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
       continue;
     }
     cuts.push(prefix.length);
+    // The turn renders differently before its first call than it was generated (reasoning
+    // stripped or re-laid-out, content the template puts before calls the model wrote first):
+    // the KV cannot hold the calls' tokens past that point, so splicing them would only lengthen
+    // the prompt. The calls are rendered and tokenized like any text.
+    const firstGap = text.slice(blocks[0]!.gapStart, blocks[0]!.start);
+    const firstPrelude = spans[0]?.prelude?.text;
+    if (spans[0] && firstGap.length > 0 && firstGap !== firstPrelude) {
+      for (let j = 0; j < calls.length; j++) if (spans[j]) rerendered.push(calls[j]!.id);
+      cursor = pos;
+      continue;
+    }
     for (let j = 0; j < calls.length; j++) {
       const span = spans[j];
       const b = blocks[j]!;
@@ -333,7 +347,7 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     tokens.set(p, o);
     o += p.length;
   }
-  return { text, tokens, replayed, unknown, unlocated, splicedTokens: spliced };
+  return { text, tokens, replayed, unknown, unlocated, rerendered, splicedTokens: spliced };
 }
 
 function concatTokens(a: ArrayLike<number>, b: ArrayLike<number>): Int32Array {

@@ -69,7 +69,7 @@ export class ServerMetrics {
   readonly reusedTokens = new Counter('llamux_reused_tokens_total', 'Prompt tokens served from KV computed by earlier requests.');
   readonly prefilledTokens = new Counter('llamux_prefilled_tokens_total', 'Prompt tokens decoded.');
   readonly cacheOutcomes = new Counter('llamux_cache_outcomes_total', 'Generations by the engine\'s cache outcome (exact, sticky, partial, restored, cold) and the tier the KV came from (live, shared, ram, disk, none).');
-  readonly replay = new Counter('llamux_tool_call_replay_total', 'Historical tool calls by replay outcome (replayed: exact tokens spliced; unknown: id not stored or arguments changed; unlocated: stored but not found in the rendered prompt).');
+  readonly replay = new Counter('llamux_tool_call_replay_total', 'Historical tool calls by replay outcome (replayed: exact tokens spliced; unknown: id not stored or arguments changed; unlocated: stored but not found in the rendered prompt; rerendered: found, but its turn renders differently before it than it was generated, so it is tokenized as text).');
   readonly toolCalls = new Counter('llamux_tool_calls_total', 'Tool calls returned to clients.');
   readonly ttft = new Histogram('llamux_time_to_first_token_seconds', 'Time from submission to the first generated token.');
   inFlight = 0;

@@ -24,6 +24,7 @@ export interface BuiltPrompt {
   replayed: string[];
   unknown: string[];
   unlocated: string[];
+  rerendered: string[];
   splicedTokens: number;
 }
 
@@ -172,8 +173,8 @@ export class PromptPool {
         const job = slot.job;
         if (!job || job.id !== m.id) return;
         if (m.type === 'result') {
-          const { tokens, replayed, unknown, unlocated, splicedTokens } = m;
-          this.#finish(slot, (j) => j.resolve({ tokens, replayed, unknown, unlocated, splicedTokens }));
+          const { tokens, replayed, unknown, unlocated, rerendered, splicedTokens } = m;
+          this.#finish(slot, (j) => j.resolve({ tokens, replayed, unknown, unlocated, rerendered, splicedTokens }));
         } else this.#finish(slot, (j) => j.reject(new LlamuxError(m.code as LlamuxErrorCode, m.message)));
         this.#pump();
       }

@@ -34,7 +34,7 @@ export interface PromptJobMessage {
 export type PromptWorkerReply =
   | { type: 'ready' }
   | { type: 'fatal'; message: string }
-  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; splicedTokens: number }
+  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; rerendered: string[]; splicedTokens: number }
   | { type: 'error'; id: number; code: string; message: string };
 
 async function main(): Promise<void> {
@@ -69,7 +69,7 @@ async function main(): Promise<void> {
         replay: (call) => job.replay[call.id],
         ...(data.maxTokens !== undefined ? { maxTokens: data.maxTokens } : {}),
       });
-      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, splicedTokens: p.splicedTokens };
+      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens };
       port.postMessage(reply, [p.tokens.buffer as ArrayBuffer]);
       return;
     } catch (e) {

@@ -271,6 +271,7 @@ export class ChatService {
     if (prompt.replayed.length) this.metrics.replay.inc({ outcome: 'replayed' }, prompt.replayed.length);
     if (prompt.unknown.length) this.metrics.replay.inc({ outcome: 'unknown' }, prompt.unknown.length);
     if (prompt.unlocated.length) this.metrics.replay.inc({ outcome: 'unlocated' }, prompt.unlocated.length);
+    if (prompt.rerendered.length) this.metrics.replay.inc({ outcome: 'rerendered' }, prompt.rerendered.length);
     if (prompt.tokens.length >= limit) {
       throw new HttpError(400, 'context_length', `The prompt is ${prompt.tokens.length} tokens but a sequence of this server's context holds ${limit}; shorten the conversation or start the server with a larger --ctx`);
     }

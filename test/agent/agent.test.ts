@@ -261,7 +261,9 @@ describe('Agent with parallel tool calls', () => {
     ]);
     expect(tool1).toMatchObject({ role: 'tool', toolCallId: assistant.toolCalls![0]!.id, content: '{"temperature":18}' });
     expect(tool2).toMatchObject({ role: 'tool', toolCallId: assistant.toolCalls![1]!.id, content: '12:00' });
-    expect(r.turns[1]!.replayedCalls).toBe(2);
+    // The model wrote the calls, then its text; the template renders the text first, so the
+    // turn diverges from the KV at its start and the calls are rendered, not spliced.
+    expect(r.turns[1]!.replayedCalls).toBe(0);
     expect(r.turns[1]!.reusedTokens).toBeGreaterThanOrEqual(r.turns[0]!.promptTokens);
   });
 

@@ -121,10 +121,14 @@ describe('buildChatPrompt()', () => {
     const expected = [...first, ...prelude.tokens, ...span.tokens];
     expect(Array.from(p.tokens.subarray(0, expected.length))).toEqual(expected);
     expect(p.splicedTokens).toBe(prelude.tokens.length + span.tokens.length);
-    // Content that differs from the prelude: only the span is spliced.
+    // Content that differs from the prelude: the turn diverges from the KV before the call, so
+    // nothing is spliced and the call is tokenized as rendered.
     const q = buildChatPrompt(model, turn2('{"city":"Paris"}', 'call_1', 'Checking.'), { template, tools, markers, replay });
-    expect(q.splicedTokens).toBe(span.tokens.length);
-    expect(indexOfSeq(q.tokens, span.tokens)).toBeGreaterThan(first.length);
+    expect(q.splicedTokens).toBe(0);
+    expect(q.replayed).toEqual([]);
+    expect(q.rerendered).toEqual(['call_1']);
+    const plain = buildChatPrompt(model, turn2('{"city":"Paris"}', 'call_1', 'Checking.'), { template, tools, markers });
+    expect(Array.from(q.tokens)).toEqual(Array.from(plain.tokens));
   });
 
   it('falls back to the template when the rendered call cannot be located', () => {
