@@ -10,6 +10,8 @@
 namespace llamux {
 
 Sampler::~Sampler() {
+  if (pre_ != nullptr) llama_sampler_free(pre_);
+  if (grammar_ != nullptr) llama_sampler_free(grammar_);
   if (normal_ != nullptr) llama_sampler_free(normal_);
   if (greedy_ != nullptr) llama_sampler_free(greedy_);
   if (tool_ != nullptr) llama_sampler_free(tool_);
@@ -52,11 +54,26 @@ bool Sampler::ToolAllows(llama_token t, float logit) {
   return !(std::isinf(one.logit) && one.logit < 0);
 }
 
-// Greedy over the grammar's choices without masking the whole vocabulary: `arr` holds the
-// chain's final logits (bias and penalties applied, in id order), so the best allowed token is
-// the best of the top candidates, by logit then id, that the grammar takes. The grammar checks
-// the top 64 in one call; -1 when none of them is allowed (the caller masks everything then).
-llama_token Sampler::GreedyAllowed(const llama_token_data_array &arr) {
+void Sampler::MaskRefused(llama_token_data_array *arr) {
+  if (grammar_ != nullptr) llama_sampler_apply(grammar_, arr);
+  if (!toolActive_) return;
+  if (toolEndEog_ >= 0 && eogTokens_ != nullptr) {
+    for (size_t i = 0; i < arr->size; i++) {
+      const llama_token id = arr->data[i].id;
+      if (id != toolEndEog_ && std::find(eogTokens_->begin(), eogTokens_->end(), id) != eogTokens_->end()) arr->data[i].logit = -INFINITY;
+    }
+  }
+  llama_sampler_apply(tool_, arr);
+}
+
+bool Sampler::Allowed(const llama_token_data &c) {
+  llama_token_data one = c;
+  llama_token_data_array arr = {&one, 1, -1, false};
+  MaskRefused(&arr);
+  return !(std::isinf(one.logit) && one.logit < 0);
+}
+
+bool Sampler::TopAllowed(const llama_token_data_array &arr, size_t want, size_t scan) {
   order_.clear();
   for (size_t i = 0; i < arr.size; i++) {
     if (!std::isinf(arr.data[i].logit)) order_.push_back(i);
@@ -65,24 +82,23 @@ llama_token Sampler::GreedyAllowed(const llama_token_data_array &arr) {
     const llama_token_data &x = arr.data[a], &y = arr.data[b];
     return x.logit > y.logit || (x.logit == y.logit && x.id < y.id);
   };
-  const size_t k = std::min<size_t>(64, order_.size());
-  if (k == 0) return -1;
+  const size_t k = std::min(scan, order_.size());
   std::partial_sort(order_.begin(), order_.begin() + static_cast<long>(k), order_.end(), better);
   top_.clear();
-  for (size_t i = 0; i < k; i++) {
-    llama_token_data c = arr.data[order_[i]];
-    if (toolEndEog_ >= 0 && c.id != toolEndEog_ && eogTokens_ != nullptr &&
-        std::find(eogTokens_->begin(), eogTokens_->end(), c.id) != eogTokens_->end()) {
-      c.logit = -INFINITY;
+  // The grammars check 64 candidates per call: one call usually decides.
+  std::vector<llama_token_data> chunk;
+  for (size_t at = 0; at < k && top_.size() < want; at += 64) {
+    chunk.clear();
+    for (size_t i = at; i < std::min(k, at + 64); i++) chunk.push_back(arr.data[order_[i]]);
+    llama_token_data_array small = {chunk.data(), chunk.size(), -1, false};
+    MaskRefused(&small);
+    for (const llama_token_data &c : chunk) {
+      if (std::isinf(c.logit)) continue;
+      top_.push_back(c);
+      if (top_.size() == want) break;
     }
-    top_.push_back(c);
   }
-  llama_token_data_array small = {top_.data(), top_.size(), -1, false};
-  llama_sampler_apply(tool_, &small);
-  for (const llama_token_data &c : top_) {
-    if (!std::isinf(c.logit)) return c.id;  // top_ keeps the best-first order
-  }
-  return -1;
+  return top_.size() == want || k == order_.size();
 }
 
 void Sampler::FillCandidates(const float *logits) {
@@ -90,30 +106,10 @@ void Sampler::FillCandidates(const float *logits) {
   for (int32_t t = 0; t < nVocab_; t++) cur_[static_cast<size_t>(t)] = llama_token_data{t, logits[t], 0.0f};
 }
 
-llama_sampler *Sampler::BuildChain(const llama_vocab *vocab, const SamplerParams &p, bool greedy,
-                                   std::string *error) {
+llama_sampler *Sampler::BuildTail(const SamplerParams &p, bool greedy) {
   llama_sampler_chain_params cp = llama_sampler_chain_default_params();
   cp.no_perf = true;
   llama_sampler *chain = llama_sampler_chain_init(cp);
-  if (!p.logitBias.empty()) {
-    std::vector<llama_logit_bias> bias;
-    bias.reserve(p.logitBias.size());
-    for (auto &b : p.logitBias) bias.push_back({b.first, b.second});
-    llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(nVocab_, static_cast<int32_t>(bias.size()), bias.data()));
-  }
-  if (p.repeatPenalty != 1.0f || p.frequencyPenalty != 0.0f || p.presencePenalty != 0.0f) {
-    llama_sampler_chain_add(chain, llama_sampler_init_penalties(nVocab_, p.penaltyLastN, p.repeatPenalty, p.frequencyPenalty,
-                                                                p.presencePenalty));
-  }
-  if (!p.grammar.empty()) {
-    llama_sampler *g = llama_sampler_init_grammar(vocab, p.grammar.c_str(), p.grammarRoot.c_str());
-    if (g == nullptr) {
-      if (error != nullptr) *error = "The GBNF grammar could not be parsed";
-      llama_sampler_free(chain);
-      return nullptr;
-    }
-    llama_sampler_chain_add(chain, g);
-  }
   if (greedy || p.temperature <= 0.0f) {
     llama_sampler_chain_add(chain, llama_sampler_init_greedy());
     return chain;
@@ -129,13 +125,32 @@ llama_sampler *Sampler::BuildChain(const llama_vocab *vocab, const SamplerParams
 
 bool Sampler::Init(const llama_vocab *vocab, const SamplerParams &p, bool withGreedy, std::string *error) {
   nVocab_ = llama_vocab_n_tokens(vocab);
-  normal_ = BuildChain(vocab, p, false, error);
-  normalIsGreedy_ = p.temperature <= 0.0f;
-  if (normal_ == nullptr) return false;
-  if (withGreedy) {
-    greedy_ = BuildChain(vocab, p, true, error);
-    if (greedy_ == nullptr) return false;
+  const bool penalties = p.repeatPenalty != 1.0f || p.frequencyPenalty != 0.0f || p.presencePenalty != 0.0f;
+  if (!p.logitBias.empty() || penalties) {
+    llama_sampler_chain_params cp = llama_sampler_chain_default_params();
+    cp.no_perf = true;
+    pre_ = llama_sampler_chain_init(cp);
+    if (!p.logitBias.empty()) {
+      std::vector<llama_logit_bias> bias;
+      bias.reserve(p.logitBias.size());
+      for (auto &b : p.logitBias) bias.push_back({b.first, b.second});
+      llama_sampler_chain_add(pre_, llama_sampler_init_logit_bias(nVocab_, static_cast<int32_t>(bias.size()), bias.data()));
+    }
+    if (penalties) {
+      llama_sampler_chain_add(pre_, llama_sampler_init_penalties(nVocab_, p.penaltyLastN, p.repeatPenalty, p.frequencyPenalty, p.presencePenalty));
+    }
   }
+  if (!p.grammar.empty()) {
+    grammar_ = llama_sampler_init_grammar(vocab, p.grammar.c_str(), p.grammarRoot.c_str());
+    if (grammar_ == nullptr) {
+      if (error != nullptr) *error = "The GBNF grammar could not be parsed";
+      return false;
+    }
+  }
+  normal_ = BuildTail(p, false);
+  normalIsGreedy_ = p.temperature <= 0.0f;
+  topK_ = p.topK;
+  if (withGreedy) greedy_ = BuildTail(p, true);
   cur_.reserve(static_cast<size_t>(nVocab_));
   return true;
 }
@@ -145,34 +160,38 @@ llama_token Sampler::Sample(llama_context *ctx, int32_t idx) {
   if (logits == nullptr) return -1;
   FillCandidates(logits);
   llama_token_data_array arr = {cur_.data(), cur_.size(), -1, false};
-  llama_sampler *active = useGreedy_ ? greedy_ : normal_;
+  llama_sampler *tail = useGreedy_ ? greedy_ : normal_;
+  const bool greedy = useGreedy_ || normalIsGreedy_;
   try {
-    llama_sampler_apply(active, &arr);
+    if (pre_ != nullptr) llama_sampler_apply(pre_, &arr);
+    llama_sampler_apply(tail, &arr);
     if (arr.selected < 0 || static_cast<size_t>(arr.selected) >= arr.size) return -1;
-    if (toolActive_ && !ToolAllows(arr.data[arr.selected].id, arr.data[arr.selected].logit)) {
-      // The chain's pick breaks the tool grammar. A greedy chain needs only the best allowed
-      // token: try the candidates best first. Otherwise mask every candidate the grammar
-      // refuses and pick again. Checking the pick first keeps the full mask (the costly part)
-      // to the tokens where the model strays.
-      if ((active == greedy_ || normalIsGreedy_) && !arr.sorted) {
-        llama_token best = GreedyAllowed(arr);
-        if (best >= 0) return Accept(best) ? best : -2;
-      }
+    if (Constrained() && !Allowed(arr.data[arr.selected])) {
+      // The tail's pick breaks a grammar: pick again among allowed candidates only. The tail
+      // sorted and truncated `arr`, so start again from the logits (bias and penalties are
+      // stateless until the next accept).
       FillCandidates(logits);
-      if (toolEndEog_ >= 0 && eogTokens_ != nullptr) {
-        for (llama_token e : *eogTokens_) {
-          if (e != toolEndEog_ && e >= 0 && e < nVocab_) cur_[static_cast<size_t>(e)].logit = -INFINITY;
-        }
-      }
       arr = {cur_.data(), cur_.size(), -1, false};
-      llama_sampler_apply(tool_, &arr);
-      bool any = false;
-      for (size_t i = 0; i < arr.size && !any; i++) any = !std::isinf(arr.data[i].logit);
-      if (!any) return -2;
-      llama_sampler_apply(active, &arr);
+      if (pre_ != nullptr) llama_sampler_apply(pre_, &arr);
+      // Greedy needs the best allowed token; top-k the k best allowed ones (the same set a
+      // grammar applied before top-k leaves). Either is found among the best candidates, so
+      // the whole vocabulary is masked only when those run out.
+      const size_t want = greedy ? 1 : static_cast<size_t>(std::max(0, topK_));
+      if (want > 0 && TopAllowed(arr, want, std::max<size_t>(256, 4 * want))) {
+        if (top_.empty()) return -2;
+        if (greedy) return Accept(top_[0].id) ? top_[0].id : -2;
+        arr = {top_.data(), top_.size(), -1, true};
+      } else {
+        MaskRefused(&arr);
+        bool any = false;
+        for (size_t i = 0; i < arr.size && !any; i++) any = !std::isinf(arr.data[i].logit);
+        if (!any) return -2;
+      }
+      llama_sampler_apply(tail, &arr);
       if (arr.selected < 0 || static_cast<size_t>(arr.selected) >= arr.size) return -1;
     }
-  } catch (const std::exception &) {
+  } catch (const std::exception &e) {
+    if (std::strstr(e.what(), kGrammarStackLimitError) != nullptr) overStackLimit_ = true;
     return -2;
   }
   // Every candidate was masked (e.g. a grammar that allows no token here).
@@ -187,6 +206,8 @@ bool Sampler::Accept(llama_token t) {
   // grammar-stack-cap patch) when its parses pass kMaxGrammarStacks: that must fail the request
   // (GRAMMAR_FAILED), never escape the engine thread.
   try {
+    if (pre_ != nullptr) llama_sampler_accept(pre_, t);
+    if (grammar_ != nullptr) llama_sampler_accept(grammar_, t);
     if (normal_ != nullptr) llama_sampler_accept(normal_, t);
     if (greedy_ != nullptr) llama_sampler_accept(greedy_, t);
     if (toolActive_) llama_sampler_accept(tool_, t);

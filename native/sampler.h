@@ -1,8 +1,14 @@
-// Sampler chains for one request: the normal chain built from the request's settings and,
-// when tool-call markers are configured, a greedy chain for the wrapper syntax.
-// Every sampled token is accepted by both chains so penalty and grammar state never drift.
-// A tool-call grammar (per request, optional) is a third sampler: while it is active it masks
-// the candidates before whichever chain picks, and it accepts every token too.
+// Sampler chains for one request: logit transforms (bias, penalties), the request's grammar,
+// then a tail that picks — the normal tail built from the request's settings and, when tool-call
+// markers are configured, a greedy tail for the wrapper syntax. Every sampled token is accepted
+// by every part so penalty and grammar state never drift. A tool-call grammar (per request,
+// optional) constrains like the request's grammar while it is active.
+//
+// Constraints are checked on the pick first (as llama.cpp's common sampler does): only when the
+// tail's pick is refused are the candidates masked, and then only the best ones by logit when
+// that decides the result (greedy: the best allowed of the top 64; top-k: the k best allowed),
+// the whole vocabulary otherwise. A grammar request on a model that strays from it every token
+// then costs a few dozen grammar checks per token instead of one per vocabulary entry.
 #pragma once
 #include <llama.h>
 
@@ -66,14 +72,24 @@ class Sampler {
 
  private:
   bool ToolAllows(llama_token t, float logit);
-  llama_token GreedyAllowed(const llama_token_data_array &arr);
+  bool Constrained() const { return grammar_ != nullptr || toolActive_; }
+  // Sets the logit of every candidate the active constraints refuse to -inf.
+  void MaskRefused(llama_token_data_array *arr);
+  bool Allowed(const llama_token_data &c);
+  // Up to `want` allowed candidates, best first (logit, then id), into top_, looking at the
+  // `scan` best candidates of `arr`. True when top_ is the answer: `want` found, or every
+  // candidate looked at.
+  bool TopAllowed(const llama_token_data_array &arr, size_t want, size_t scan);
   void FillCandidates(const float *logits);
-  llama_sampler *BuildChain(const llama_vocab *vocab, const SamplerParams &p, bool greedy, std::string *error);
+  llama_sampler *BuildTail(const SamplerParams &p, bool greedy);
 
-  llama_sampler *normal_ = nullptr;
-  llama_sampler *greedy_ = nullptr;
+  llama_sampler *pre_ = nullptr;      // logit bias and penalties (null when neither is set)
+  llama_sampler *grammar_ = nullptr;  // the request's grammar (null without one)
+  llama_sampler *normal_ = nullptr;   // the request's tail: top-k … dist, or greedy
+  llama_sampler *greedy_ = nullptr;   // greedy tail for tool-call syntax (when enabled)
   bool useGreedy_ = false;
-  bool normalIsGreedy_ = false;  // temperature <= 0: the request's chain ends in greedy too
+  bool normalIsGreedy_ = false;  // temperature <= 0: the request's tail is greedy too
+  int32_t topK_ = 0;
   std::vector<size_t> order_;
   std::vector<llama_token_data> top_;
   llama_sampler *tool_ = nullptr;
