@@ -229,7 +229,7 @@ export async function handleCountTokens(req: IncomingMessage, res: ServerRespons
   checkBlocks(raw);
   const body = parseBody(CountTokensRequestSchema, raw);
   const prepared = await service.prepare(toChatRequest(body, undefined, o.tenant), o.signal);
-  sendJson(res, 200, { input_tokens: prepared.prompt.tokens.length });
+  sendJson(res, 200, { input_tokens: prepared.prompt.tokens.length + prepared.truncatedTokens });
 }
 
 export async function handleMessages(
