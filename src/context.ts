@@ -391,11 +391,20 @@ export class Context {
       await Promise.allSettled(sessions.map((s) => s.end()));
       throw e;
     }
-    return sessions.map((s, i) => {
-      const gen = s.generate(choice(i));
-      gen.result.then(() => s.end(), () => s.end()).catch(() => {});
-      return gen;
-    });
+    const gens: Generation[] = [];
+    try {
+      for (const [i, s] of sessions.entries()) {
+        const gen = s.generate(choice(i));
+        gen.result.then(() => s.end(), () => s.end()).catch(() => {});
+        gens.push(gen);
+      }
+    } catch (e) {
+      // A full queue part way: no choice runs alone.
+      for (const g of gens) g.cancel();
+      await Promise.allSettled(sessions.slice(gens.length).map((s) => s.end()));
+      throw e;
+    }
+    return gens;
   }
 
   /**
