@@ -2,6 +2,8 @@
 // n, /v1/completions, /tokenize + /detokenize and the prompt overflow policy. Scripted models
 // make every output exact (test/server/surface-fixtures.ts).
 import type OpenAI from 'openai';
+import { zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel, type Model } from '../../src/index.js';
 import { createServer, type LlamuxServer } from '../../src/server/index.js';
@@ -56,6 +58,12 @@ describe('structured output, logprobs and completions on the JSON model', () => 
     expect(r.choices[0]!.finish_reason).toBe('stop');
     expect(r.usage!.completion_tokens).toBe(4);
     expect(JSON.parse(r.choices[0]!.message.content!)).toEqual({ city: 'Paris', temp: 18 });
+  });
+
+  it('the client\'s zodResponseFormat + chat.completions.parse: the parsed object', async () => {
+    const Weather = z.object({ city: z.string(), temp: z.number().int() });
+    const r = await openai.chat.completions.parse({ model: 'm', messages: ask(JSON_QUESTION), temperature: 0, response_format: zodResponseFormat(Weather, 'weather') });
+    expect(r.choices[0]!.message.parsed).toEqual({ city: 'Paris', temp: 18 });
   });
 
   it('response_format json_object: any JSON object, streamed in exact deltas', async () => {
