@@ -303,9 +303,9 @@ void Scheduler::DecodeBatch() {
       if (r.p->logprobs >= 0) {
         // One entry per generated token (an end-of-generation token is not output).
         const llama_vocab *vocab = llama_model_get_vocab(model_);
-        if (!llama_vocab_is_eog(vocab, tok)) {
-          r.logprobs.push_back(ComputeLogprob(llama_get_logits_ith(ctx_, r.tick.logitIdx), llama_vocab_n_tokens(vocab), tok,
-                                              r.p->logprobs, &r.logprobScratch));
+        const float *logits = llama_get_logits_ith(ctx_, r.tick.logitIdx);
+        if (logits != nullptr && !llama_vocab_is_eog(vocab, tok)) {
+          r.logprobs.push_back(ComputeLogprob(logits, llama_vocab_n_tokens(vocab), tok, r.p->logprobs, &r.logprobScratch));
         }
       }
       FinishReason reason = FinishReason::Eog;

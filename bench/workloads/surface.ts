@@ -17,7 +17,9 @@ const banEog = (model: Model) => Object.fromEntries(model.vocab.eogTokens.map((t
 export async function runSurfaceBench(opts: SurfaceBenchOptions = {}): Promise<string> {
   const threads = opts.threads ?? (opts.quick ? 1 : 2);
   const name: BenchModelName = opts.model ?? (opts.quick ? 'tiny-random' : '250m-q8_0');
-  const promptTokens = opts.quick ? 64 : 512;
+  // The logprobs rows decode after a short prompt (prefill is not what they measure).
+  const promptTokens = opts.quick ? 64 : 256;
+  const logprobPrompt = 32;
   const genTokens = opts.quick ? 32 : 64;
   const n = 4;
   const reps = opts.quick ? 1 : 3;
@@ -26,12 +28,12 @@ export async function runSurfaceBench(opts: SurfaceBenchOptions = {}): Promise<s
   setLogger('silent');
   const model = await loadModel(bm.path);
   const out: string[] = [];
-  const data: Record<string, unknown> = { mode: opts.quick ? 'quick' : 'full', model: { name, description: bm.description }, settings: { threads, promptTokens, genTokens, n, reps } };
+  const data: Record<string, unknown> = { mode: opts.quick ? 'quick' : 'full', model: { name, description: bm.description }, settings: { threads, promptTokens, logprobPrompt, genTokens, n, reps } };
   try {
     const bias = banEog(model);
-    const prompt = benchPrompt(promptTokens, model.vocab.size);
+    const prompt = benchPrompt(logprobPrompt, model.vocab.size);
     // logprobs: decode rate and sampler time per token, the same greedy tokens in every row.
-    const single = await model.createContext({ contextSize: 4096, threads, batchThreads: threads, prefixCache: false });
+    const single = await model.createContext({ contextSize: 1024, threads, batchThreads: threads, prefixCache: false });
     await single.complete({ prompt: benchPrompt(8, model.vocab.size, 99), maxTokens: 4, temperature: 0, logitBias: bias });
     const variants: Array<[string, number | undefined]> = [['no logprobs', undefined], ['logprobs: 0', 0], ['logprobs: 20', 20]];
     const best = new Map<string, GenerateResult>();
@@ -54,23 +56,26 @@ export async function runSurfaceBench(opts: SurfaceBenchOptions = {}): Promise<s
         'µs/token over no logprobs': fmt((1 / r.timings.decodeTokensPerSec - 1 / base.timings.decodeTokensPerSec) * 1e6),
       };
     });
-    out.push(table(`surface: logprobs (${bm.description}, vocabulary ${model.vocab.size}, ${threads} thread${threads > 1 ? 's' : ''}; ${genTokens} tokens decoded greedily; best of ${reps})`, rows));
+    progressDone();
+    // Printed at once: the choices rows take much longer on a loaded machine.
+    console.log(table(`surface: logprobs (${bm.description}, vocabulary ${model.vocab.size}, ${threads} thread${threads > 1 ? 's' : ''}; ${genTokens} tokens decoded greedily; best of ${reps})`, rows));
     data.logprobs = Object.fromEntries([...best].map(([k, r]) => [k, { decodeTokensPerSec: r.timings.decodeTokensPerSec, sampleMs: r.timings.sampleMs, generatedTokens: r.generatedTokens }]));
 
     // n choices: generateChoices (one prefill, forks) against n concurrent requests of the same prompt.
     const multi = await model.createContext({ contextSize: (promptTokens + genTokens + 16) * n, sequences: n, threads, batchThreads: threads });
     await multi.complete({ prompt: benchPrompt(8, model.vocab.size, 99), maxTokens: 4, temperature: 0, logitBias: bias });
     const runs: Record<string, { ms: number; prefilled: number }[]> = { choices: [], separate: [] };
-    for (let i = 0; i < reps; i++) {
+    const choiceReps = opts.quick ? 1 : 2;
+    for (let i = 0; i < choiceReps; i++) {
       // A fresh prompt per run: nothing of it is cached before the run starts.
       const p = benchPrompt(promptTokens, model.vocab.size, 1000 + i);
       const q = benchPrompt(promptTokens, model.vocab.size, 2000 + i);
       const o = { maxTokens: genTokens, temperature: 0.8, seed: 1, logitBias: bias };
-      progress(`surface: generateChoices n=${n} (${i + 1}/${reps})`);
+      progress(`surface: generateChoices n=${n} (${i + 1}/${choiceReps})`);
       let t0 = performance.now();
       const rs = await Promise.all((await multi.generateChoices({ prompt: p, ...o, n })).map((g) => g.result));
       runs.choices!.push({ ms: performance.now() - t0, prefilled: promptTokens - 1 + rs.reduce((a, r) => a + r.prefilledTokens, 0) });
-      progress(`surface: ${n} separate requests (${i + 1}/${reps})`);
+      progress(`surface: ${n} separate requests (${i + 1}/${choiceReps})`);
       t0 = performance.now();
       const ss = await Promise.all(Array.from({ length: n }, (_, j) => multi.complete({ prompt: q, ...o, seed: 1 + j })));
       runs.separate!.push({ ms: performance.now() - t0, prefilled: ss.reduce((a, r) => a + r.prefilledTokens, 0) });
@@ -81,7 +86,7 @@ export async function runSurfaceBench(opts: SurfaceBenchOptions = {}): Promise<s
     const c = fastest(runs.choices!);
     const s = fastest(runs.separate!);
     out.push(
-      table(`surface: ${n} choices of a ${promptTokens}-token prompt, ${genTokens} tokens each (${n} sequences; best of ${reps})`, [
+      table(`surface: ${n} choices of a ${promptTokens}-token prompt, ${genTokens} tokens each (${n} sequences; best of ${choiceReps})`, [
         { way: `generateChoices({ n: ${n} })`, 'prompt tokens prefilled': c.prefilled, 'wall ms': fmt(c.ms), 'vs separate': `${(s.ms / c.ms).toFixed(2)}x faster` },
         { way: `${n} concurrent generate()`, 'prompt tokens prefilled': s.prefilled, 'wall ms': fmt(s.ms), 'vs separate': '1.00x' },
       ]),
