@@ -191,6 +191,7 @@ export async function handleCompletions(req: IncomingMessage, res: ServerRespons
       }
       await send('[DONE]');
     } catch (e) {
+      for (const g of gens) g.cancel();
       if (!signal.aborted) {
         await sending.catch(() => {});
         await sse.send(errorBody('openai', toHttpError(e)).body);
@@ -198,6 +199,10 @@ export async function handleCompletions(req: IncomingMessage, res: ServerRespons
     } finally {
       sse.end();
     }
+  } catch (e) {
+    // One choice failing ends the others.
+    for (const g of gens) g.cancel();
+    throw e;
   } finally {
     service.metrics.inFlight--;
   }

@@ -9,7 +9,7 @@ import type { TokenLogprob } from '../events.js';
 import { chatLogprobs } from './logprobs.js';
 import { FinishReason } from '../events.js';
 import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
-import { conversationHeader, type ChatRequest, type ChatService, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
+import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
 
 /** What the server hands each chat endpoint besides the request. */
 export interface HandlerOptions {
@@ -315,7 +315,17 @@ export async function handleChatCompletions(
   // Errors known before the first byte (bad arguments, a full queue) keep their HTTP status,
   // streaming or not.
   const runs = n > 1 ? await service.runChoices(prepared, chatReq, signal, n) : [service.run(prepared, chatReq, signal)];
-  const streams = await Promise.all(runs.map((r) => firstEventFirst(r)));
+  // One choice failing ends the others (their generations are cancelled, not left running).
+  const stopAll = () => {
+    for (const r of runs) void r.return(undefined).catch(() => {});
+  };
+  let streams: AsyncGenerator<ServiceEvent, void, undefined>[];
+  try {
+    streams = await Promise.all(runs.map((r) => firstEventFirst(r)));
+  } catch (e) {
+    stopAll();
+    throw e;
+  }
 
   if (!body.stream) {
     const choices = await Promise.all(
@@ -342,7 +352,10 @@ export async function handleChatCompletions(
         }
         throw new HttpError(500, 'server', 'The generation ended without a final event');
       }),
-    );
+    ).catch((e: unknown) => {
+      stopAll();
+      throw e;
+    });
     sendJson(
       res,
       200,
@@ -396,6 +409,7 @@ export async function handleChatCompletions(
     }
     await send('[DONE]');
   } catch (e) {
+    stopAll();
     if (!signal.aborted) {
       await sending.catch(() => {});
       await sse.send(errorBody('openai', toHttpError(e)).body);
