@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel, type Model } from '../../src/index.js';
 import { createServer, type LlamuxServer } from '../../src/server/index.js';
-import { openaiFor } from './clients.js';
+import { anthropicFor, openaiFor } from './clients.js';
 import {
   COLOR_QUESTION, JSON_QUESTION, STORY, STORY_PROMPT, WEATHER_JSON, WEATHER_SCHEMA, chatPrompt, ensureSurfaceModels, type SurfaceModels,
 } from './surface-fixtures.js';
@@ -302,5 +302,15 @@ describe('--overflow: prompts longer than a sequence', () => {
     expect(c.choices[0]!.text).toBe(STORY);
     expect((c.usage as { truncated_tokens?: number }).truncated_tokens).toBeGreaterThan(0);
     expect(c.usage!.prompt_tokens).toBe(seq - Math.floor(seq / 4));
+  });
+
+  it('truncate-middle on /v1/messages: the header reports the cut; count_tokens counts the whole prompt', async () => {
+    const anthropic = anthropicFor(cutting);
+    const seq = cutting.context.settings.sequenceContextSize;
+    const full = model.tokenize(chatPrompt(long), { parseSpecial: true }).length;
+    const { data, response } = await anthropic.messages.create({ model: 'm', max_tokens: 16, messages: ask(long), temperature: 0 }).withResponse();
+    expect(response.headers.get('x-llamux-truncated-tokens')).toBe(String(full - (seq - 16)));
+    expect(data.content).toEqual([expect.objectContaining({ type: 'text', text: `${WEATHER_JSON} Done.` })]);
+    expect((await anthropic.messages.countTokens({ model: 'm', messages: ask(long) })).input_tokens).toBe(full);
   });
 });
