@@ -160,6 +160,10 @@ describe('structured output, logprobs and completions on the JSON model', () => 
     }
     expect(text).toBe(STORY);
     expect(usage?.completion_tokens).toBe(4);
+    const twoStreamed = await openai.completions.create({ model: 'm', prompt: STORY_PROMPT, temperature: 0, n: 2, stream: true });
+    const byIndex = ['', ''];
+    for await (const c of twoStreamed) for (const ch of c.choices) byIndex[ch.index] += ch.text;
+    expect(byIndex).toEqual([STORY, STORY]);
     const ids = await openai.completions.create({ model: 'm', prompt: Array.from(model.tokenize(STORY_PROMPT)), temperature: 0 });
     expect(ids.choices[0]!.text).toBe(STORY);
   });
