@@ -4,10 +4,11 @@ import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
-const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay'];
-// Named only: `families` (every zoo architecture, builds llama-server on first use) and
-// `reasoning-replay` (the Qwen3.5 reasoning replay of issue 25) are not in the default run.
-const NAMED_ONLY = new Set(['families', 'reasoning-replay']);
+const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface'];
+// Named only: `families` (every zoo architecture, builds llama-server on first use),
+// `reasoning-replay` (the Qwen3.5 reasoning replay of issue 25) and `surface` are not in the
+// default run.
+const NAMED_ONLY = new Set(['families', 'reasoning-replay', 'surface']);
 const DEFAULT = KNOWN.filter((s) => !NAMED_ONLY.has(s));
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -56,6 +57,9 @@ for (const suite of suites) {
   } else if (suite === 'reasoning-replay') {
     const { runReasoningReplayBench } = await import('./workloads/reasoning-replay.js');
     console.log(await runReasoningReplayBench(common));
+  } else if (suite === 'surface') {
+    const { runSurfaceBench } = await import('./workloads/surface.js');
+    console.log(await runSurfaceBench(common));
   } else if (suite === 'rpc') {
     const { runRpcBench } = await import('./workloads/rpc.js');
     console.log(await runRpcBench(common));

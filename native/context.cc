@@ -282,6 +282,7 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->maxTokens = static_cast<int32_t>(RequireInt(env, o, "maxTokens"));
   p->emitTokenIds = RequireBool(env, o, "emitTokenIds");
   p->renderSpecial = RequireBool(env, o, "renderSpecial");
+  p->logprobs = static_cast<int32_t>(RequireInt(env, o, "logprobs"));
   p->detectToolCalls = RequireBool(env, o, "detectToolCalls");
   p->sessionId = RequireString(env, o, "sessionId");
   p->waitForSession = RequireBool(env, o, "waitForSession");

@@ -42,6 +42,27 @@ Napi::Object ReadyToJs(Napi::Env env, const ReadyInfo &r) {
   return o;
 }
 
+Napi::Array LogprobsToJs(Napi::Env env, const std::vector<TokenLogprob> &lps) {
+  Napi::Array arr = Napi::Array::New(env, lps.size());
+  uint32_t i = 0;
+  for (const TokenLogprob &lp : lps) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("token", lp.token);
+    o.Set("logprob", lp.logprob);
+    Napi::Array top = Napi::Array::New(env, lp.top.size());
+    uint32_t j = 0;
+    for (const auto &t : lp.top) {
+      Napi::Object e = Napi::Object::New(env);
+      e.Set("token", t.first);
+      e.Set("logprob", t.second);
+      top.Set(j++, e);
+    }
+    o.Set("top", top);
+    arr.Set(i++, o);
+  }
+  return arr;
+}
+
 const char *EventTypeName(EventType t) {
   switch (t) {
     case EventType::Ready: return "ready";
@@ -76,9 +97,11 @@ Napi::Array EventsToJs(Napi::Env env, const std::vector<Event> &batch) {
           std::copy(e.tokens.begin(), e.tokens.end(), t.Data());
           o.Set("tokens", t);
         }
+        if (!e.logprobs.empty()) o.Set("logprobs", LogprobsToJs(env, e.logprobs));
         break;
       }
       case EventType::Final:
+        if (!e.logprobs.empty()) o.Set("logprobs", LogprobsToJs(env, e.logprobs));
         o.Set("finishReason", FinishReasonName(e.finishReason));
         if (!e.code.empty()) {
           o.Set("code", e.code);

@@ -21,6 +21,7 @@ void Output::EmitPendingText(Request &r, bool evenIfEmpty) {
   ev.id = r.p->id;
   ev.text.swap(r.text.pending);
   ev.tokens.swap(r.text.pendingTokens);
+  ev.logprobs.swap(r.logprobs);
   Emit(std::move(ev));
 }
 
@@ -313,6 +314,7 @@ void Output::End(Request &r, FinishReason reason, const char *code, const std::s
     ev.message = message;
   }
   if (reason == FinishReason::Stop) ev.stop = r.text.stream->MatchedStop();
+  ev.logprobs.swap(r.logprobs);  // tokens whose text was held back (a stop string) or in spans
   Emit(std::move(ev));
 }
 

@@ -11,6 +11,7 @@
 
 #include "errors.h"
 #include "finish_reason.h"
+#include "logprobs.h"
 #include "sampler.h"
 #include "text_stream.h"
 
@@ -35,6 +36,7 @@ struct RequestParams {
   SamplerParams sampling;
   bool emitTokenIds = false;   // token ids travel with text events
   bool renderSpecial = false;  // render control tokens into the text
+  int32_t logprobs = -1;       // >= 0: each generated token's logprob and this many top alternatives
   // KV reuse
   std::string sessionId;          // pin a sequence across requests ("" = none)
   std::string cacheScope;         // reuse KV only within this scope ("" = shared; scoped KV stays out of the tiers)
@@ -118,6 +120,7 @@ struct Event {
   std::string stop;           // the stop string that matched
   int32_t index = -1;         // tool-call span index within the request
   bool truncated = false;     // a span still open when generation ended
+  std::vector<TokenLogprob> logprobs;  // Text and Final events: tokens sampled since the last event
   FinalStats stats;
   ReadyInfo ready;
 

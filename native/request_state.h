@@ -65,6 +65,11 @@ struct Request {
     size_t forcedPos = 0;
   } reasoning;
 
+  // `logprobs` requests: entries of the tokens sampled since the last text event, and the
+  // scratch of their top-k sort.
+  std::vector<TokenLogprob> logprobs;
+  std::vector<int32_t> logprobScratch;
+
   // Channel headers dropped from text (RequestParams::textDrop): tokens held while they may
   // still complete one.
   std::vector<llama_token> dropHeld;

@@ -6,6 +6,7 @@
 #include "hash.h"
 #include "kv_cells.h"
 #include "logits_tap.h"
+#include "logprobs.h"
 
 namespace llamux {
 
@@ -298,6 +299,14 @@ void Scheduler::DecodeBatch() {
       if (tok < 0) {
         Fail(r, ErrorCode::DecodeFailed, "llama.cpp returned no logits for this sequence");
         continue;
+      }
+      if (r.p->logprobs >= 0) {
+        // One entry per generated token (an end-of-generation token is not output).
+        const llama_vocab *vocab = llama_model_get_vocab(model_);
+        const float *logits = llama_get_logits_ith(ctx_, r.tick.logitIdx);
+        if (logits != nullptr && !llama_vocab_is_eog(vocab, tok)) {
+          r.logprobs.push_back(ComputeLogprob(logits, llama_vocab_n_tokens(vocab), tok, r.p->logprobs, &r.logprobScratch));
+        }
       }
       FinishReason reason = FinishReason::Eog;
       Output::Step step = output_.OnToken(r, tok, sequenceContextSize_, &reason);

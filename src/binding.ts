@@ -146,6 +146,8 @@ export interface NativeRequest {
   /** Token ids travel with text events. */
   emitTokenIds: boolean;
   renderSpecial: boolean;
+  /** >= 0: each generated token's logprob and this many top alternatives travel with text and final events; -1: none. */
+  logprobs: number;
   /** Detect tool-call spans (when the context has markers). */
   detectToolCalls: boolean;
   greedyToolSyntax: boolean;
@@ -259,9 +261,16 @@ export interface NativeReady {
   layoutKey: string;
 }
 
+/** One generated token's log-probability and its most likely alternatives (best first). */
+export interface NativeLogprob {
+  token: number;
+  logprob: number;
+  top: { token: number; logprob: number }[];
+}
+
 export type NativeEvent =
   | { type: 'ready'; id: number; ready: NativeReady }
-  | { type: 'text'; id: number; text: string; tokens?: Int32Array }
+  | { type: 'text'; id: number; text: string; tokens?: Int32Array; logprobs?: NativeLogprob[] }
   | { type: 'reasoning'; id: number; text: string; tokens?: Int32Array }
   | {
       type: 'final';
@@ -271,6 +280,7 @@ export type NativeEvent =
       message?: string;
       stop?: string;
       stats: NativeStats;
+      logprobs?: NativeLogprob[];
     }
   | { type: 'toolCallStart'; id: number; index: number }
   | { type: 'toolCallDelta'; id: number; index: number; text: string }

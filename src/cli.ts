@@ -80,6 +80,7 @@ async function serve(args: string[]): Promise<void> {
     'isolate-tenants': { type: 'boolean' },
     deterministic: { type: 'boolean' },
     'max-prompt-bytes': { type: 'string' },
+    overflow: { type: 'string' },
     'tokenize-timeout': { type: 'string' },
     'tokenize-workers': { type: 'string' },
     'max-queued': { type: 'string' },
@@ -106,6 +107,10 @@ async function serve(args: string[]): Promise<void> {
   // An empty key would silently leave the server open: refuse it.
   if (apiKeys.some((k) => k.trim() === '')) throw new UsageError(`${values['api-key'] ? '--api-key' : 'LLAMUX_API_KEY'} must not be empty (leave it out to run without a key)`);
   const apiKey = apiKeys.length === 0 ? undefined : apiKeys.length === 1 ? apiKeys[0]! : apiKeys;
+  const overflowArg = (v: string): 'error' | 'truncate-middle' => {
+    if (v !== 'error' && v !== 'truncate-middle') throw new UsageError(`--overflow must be "error" or "truncate-middle" (got ${JSON.stringify(v)})`);
+    return v;
+  };
   const limits = {
     maxPromptBytes: intArg(values['max-prompt-bytes'], 'max-prompt-bytes', 1),
     tokenizeTimeoutMs: intArg(values['tokenize-timeout'], 'tokenize-timeout', 1),
@@ -137,6 +142,7 @@ async function serve(args: string[]): Promise<void> {
     ...(values['allowed-host'] ? { allowedHosts: values['allowed-host'] } : {}),
     ...(values['isolate-tenants'] ? { isolateTenants: true } : {}),
     ...(values.deterministic ? { deterministic: true } : {}),
+    ...(values.overflow !== undefined ? { overflow: overflowArg(values.overflow) } : {}),
     ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)),
     ...(cacheRamMb !== undefined ? { cacheRamMb } : {}),
     ...(values['cache-dir'] !== undefined ? { cacheDir: values['cache-dir'] } : {}),

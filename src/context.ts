@@ -12,7 +12,7 @@ import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import { resolveReasoningMarkers, type ResolvedReasoningMarkers } from './reasoning.js';
 import type { Model } from './model.js';
 import {
-  checkLogitBias, contextConfig, continueRequest, endSessionCommand, forkSessionCommand,
+  applyResponseFormat, checkLogitBias, contextConfig, continueRequest, endSessionCommand, forkSessionCommand,
   generateRequest, prefillRequest, toolFields, reasoningFields, readySettings, type ContextSettings, type ParsedContextOptions, type SessionRef,
 } from './native-request.js';
 import {
@@ -44,6 +44,7 @@ interface RunOptions {
   emitTokenIds: boolean;
   highWaterMark: number;
   signal?: AbortSignal | undefined;
+  logprobs?: number | undefined;
 }
 
 /** A prompt as tokens now, or once tokenizing (src/prompt-tokens.ts) finishes. */
@@ -250,7 +251,7 @@ export class Context {
 
   #generate(options: GenerateOptions | SessionGenerateOptions, session: Session | undefined): Generation {
     if (this.#disposed) throw this.#gone();
-    const o = parseOptions(GenerateOptionsSchema, options, 'generate options');
+    const o = applyResponseFormat(parseOptions(GenerateOptionsSchema, options, 'generate options'));
     let target: SessionRef | undefined = session;
     if (!session && o.sessionId !== undefined) {
       deprecate('LLAMUX_DEP_SESSION_ID', 'generate({ sessionId }) is deprecated: use ctx.createSession() and session.generate()');
@@ -285,6 +286,7 @@ export class Context {
       o.highWaterMark,
       () => (submitted ? this.#native.cancel(id) : gen.onError(abortError(undefined, 'The generation'))),
       (p) => this.#native.pause(id, p),
+      o.logprobs !== undefined,
     );
     if (o.signal?.aborted) {
       gen.onError(abortError(o.signal, 'The generation'));
@@ -352,6 +354,60 @@ export class Context {
   }
 
   /**
+   * `n` generations of one prompt, prefilled once (OpenAI's `n`): the prompt's KV is computed
+   * on one session's sequence and shared with n - 1 forks (llama.cpp's seq_cp: with unified KV
+   * the cells are shared, not copied); each choice then decodes only the prompt's last token
+   * and samples on its own. Choice i uses seed `seed + i` (mod 2^32), so seeded choices differ
+   * and every one is reproducible; greedy choices are identical. Runs side by side on n
+   * sequences (with fewer, forks wait or move to the RAM tier). The forks end with their
+   * generations. Not with `sessionId`.
+   * @throws LlamuxError INVALID_ARGUMENT (options, n), CONTEXT_OVERFLOW, DISPOSED, QUEUE_FULL, ABORTED
+   */
+  async generateChoices(options: GenerateOptions & { n: number }): Promise<Generation[]> {
+    if (this.#disposed) throw this.#gone();
+    const { n, ...rest } = options ?? ({} as GenerateOptions & { n: number });
+    if (!Number.isInteger(n) || n < 1 || n > 128) throw new LlamuxError('INVALID_ARGUMENT', `Invalid generateChoices options: n must be an integer from 1 to 128 (got ${String(n)})`);
+    const o = applyResponseFormat(parseOptions(GenerateOptionsSchema, rest, 'generate options'));
+    if (o.sessionId !== undefined) throw new LlamuxError('INVALID_ARGUMENT', 'generateChoices runs on sessions of its own: remove sessionId');
+    toolFields(o, this.markers, this.model);
+    checkLogitBias(o, this.model.vocab.size);
+    let tokens = await promptTokens(this.model, o.prompt, o);
+    if (o.parentKey !== undefined) {
+      const tail = await promptTokens(this.model, o.prompt, { addSpecial: false, parseSpecial: false, signal: o.signal });
+      tokens = joinTokens(this.#prefixKeys.tokens(o.parentKey), tail);
+    }
+    const { parentKey: _p, prompt: _q, seed, ...shared } = rest;
+    const choice = (i: number) => ({ ...shared, prompt: tokens, seed: (o.seed + i) % 2 ** 32 });
+    if (n === 1 || tokens.length < 2) return Array.from({ length: n }, (_, i) => this.generate(choice(i)));
+    const sessions: Session[] = [this.createSession()];
+    try {
+      // Everything but the last prompt token: each choice decodes that one for its own logits.
+      const prefix = tokens.subarray(0, tokens.length - 1);
+      const root = sessions[0]!;
+      const run = { emitTokenIds: false, highWaterMark: 1 << 30, signal: o.signal };
+      await this.#run(run, () => prefix, (id, p) => prefillRequest(id, p, root, o.cacheScope ?? ''), root).result;
+      for (let i = 1; i < n; i++) sessions.push(await root.fork());
+    } catch (e) {
+      await Promise.allSettled(sessions.map((s) => s.end()));
+      throw e;
+    }
+    const gens: Generation[] = [];
+    try {
+      for (const [i, s] of sessions.entries()) {
+        const gen = s.generate(choice(i));
+        gen.result.then(() => s.end(), () => s.end()).catch(() => {});
+        gens.push(gen);
+      }
+    } catch (e) {
+      // A full queue part way: no choice runs alone.
+      for (const g of gens) g.cancel();
+      await Promise.allSettled(sessions.slice(gens.length).map((s) => s.end()));
+      throw e;
+    }
+    return gens;
+  }
+
+  /**
    * Computes the KV of a prompt without generating, so later requests that start with it
    * (`generate({ parentKey, prompt })`) prefill only their own tokens. The warmed prefix
    * stays on an idle sequence and is saved to the RAM tier. Keys are content addresses.
@@ -382,7 +438,7 @@ export class Context {
 
   #continue(session: SessionRef, tail: string | Int32Array | number[], options: SessionContinueOptions): Generation {
     if (this.#disposed) throw this.#gone();
-    const o = parseOptions(ContinueOptionsSchema, options, 'continue options');
+    const o = applyResponseFormat(parseOptions(ContinueOptionsSchema, options, 'continue options'));
     const tools = toolFields(o, this.markers, this.model);
     checkLogitBias(o, this.model.vocab.size);
     const tokens = () => promptTokens(this.model, tail, { addSpecial: false, parseSpecial: o.parseSpecial, signal: o.signal });

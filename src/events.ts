@@ -69,6 +69,17 @@ export interface ReasoningResult {
   tokens: Int32Array;
 }
 
+/**
+ * A generated token's log-probability (natural log, <= 0) under the model's distribution at
+ * its position: the log-softmax of the raw logits, before logit bias, penalties, grammars and
+ * temperature. `top`: the most likely tokens there, best first (ties by id), `logprobs` of them.
+ */
+export interface TokenLogprob {
+  token: number;
+  logprob: number;
+  top: { token: number; logprob: number }[];
+}
+
 export interface GenerateResult {
   /** Text outside tool-call spans and reasoning spans. */
   text: string;
@@ -80,6 +91,11 @@ export interface GenerateResult {
   truncatedToolCall?: ToolCallSpan;
   /** Generated token ids (when `emitTokenIds: true`). */
   tokens?: Int32Array;
+  /**
+   * With the `logprobs` option: one entry per generated token (`generatedTokens` entries, in
+   * order; tokens of a stop string, tool-call and reasoning spans included).
+   */
+  logprobs?: TokenLogprob[];
   finishReason: FinishReason;
   /** The stop string that ended generation (finishReason 'stop'). */
   stop?: string;
@@ -99,6 +115,8 @@ export interface TextEvent {
   text: string;
   /** Token ids sampled since the previous event (when `emitTokenIds: true`). */
   tokens?: Int32Array;
+  /** With the `logprobs` option: the tokens sampled since the previous text event (a token whose text is held back, e.g. a possible stop string, may come before its text). */
+  logprobs?: TokenLogprob[];
 }
 
 /** A reasoning delta (text between the reasoning markers; `tokens` holds every token sampled since the previous reasoning event, markers included). */

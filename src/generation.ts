@@ -2,13 +2,13 @@
 import { AsyncQueue } from './async-queue.js';
 import type { NativeEvent } from './binding.js';
 import type { LlamuxError } from './errors.js';
-import type { FinalEvent, FinishReason, GenerateEvent, GenerateResult, ToolCallSpan } from './events.js';
+import type { FinalEvent, FinishReason, GenerateEvent, GenerateResult, TextEvent, TokenLogprob, ToolCallSpan } from './events.js';
 
 /** A native final that ended well (its reason is neither abort nor error). */
 type NativeFinal = Extract<NativeEvent, { type: 'final' }> & { finishReason: FinishReason };
 
 /** The numbers of a successful final; the Generation adds the text, tokens and spans. */
-export function finalResult(ev: NativeFinal): Omit<GenerateResult, 'text' | 'tokens' | 'toolCalls' | 'truncatedToolCall' | 'reasoning'> {
+export function finalResult(ev: NativeFinal): Omit<GenerateResult, 'text' | 'tokens' | 'toolCalls' | 'truncatedToolCall' | 'reasoning' | 'logprobs'> {
   const s = ev.stats;
   return {
     finishReason: ev.finishReason,
@@ -52,6 +52,7 @@ export class Generation implements AsyncIterable<GenerateEvent> {
   #reasoning: string[] | undefined;
   #reasoningTokens: number[] = [];
   #tokens: number[] | undefined;
+  #logprobs: TokenLogprob[] | undefined;
   #toolCalls: ToolCallSpan[] = [];
   #truncated: ToolCallSpan | undefined;
   #done = false;
@@ -61,12 +62,13 @@ export class Generation implements AsyncIterable<GenerateEvent> {
   #highWater: number;
 
   /** @internal */
-  constructor(id: number, wantTokens: boolean, highWater: number, cancel: () => void, setPaused: (p: boolean) => void) {
+  constructor(id: number, wantTokens: boolean, highWater: number, cancel: () => void, setPaused: (p: boolean) => void, wantLogprobs = false) {
     this.id = id;
     this.#cancel = cancel;
     this.#setPaused = setPaused;
     this.#highWater = highWater;
     if (wantTokens) this.#tokens = [];
+    if (wantLogprobs) this.#logprobs = [];
     this.result = new Promise<GenerateResult>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -95,11 +97,16 @@ export class Generation implements AsyncIterable<GenerateEvent> {
   }
 
   /** @internal */
-  onText(text: string, tokens: Int32Array | undefined): void {
+  onText(text: string, tokens: Int32Array | undefined, logprobs?: TokenLogprob[]): void {
     if (this.#done) return;
     this.#text.push(text);
     if (this.#tokens && tokens) for (const t of tokens) this.#tokens.push(t);
-    this.#queue.push(tokens ? { type: 'text', text, tokens } : { type: 'text', text });
+    const ev: TextEvent = tokens ? { type: 'text', text, tokens } : { type: 'text', text };
+    if (logprobs) {
+      ev.logprobs = logprobs;
+      for (const l of logprobs) this.#logprobs?.push(l);
+    }
+    this.#queue.push(ev);
     // Backpressure only applies to a consumer that iterates; `result` alone never pauses.
     if (!this.#paused && this.#queue.iterating && this.#queue.size > this.#highWater) {
       this.#paused = true;
@@ -138,10 +145,12 @@ export class Generation implements AsyncIterable<GenerateEvent> {
   }
 
   /** @internal */
-  onFinal(result: Omit<GenerateResult, 'text' | 'tokens' | 'toolCalls' | 'truncatedToolCall' | 'reasoning'>): void {
+  onFinal(result: Omit<GenerateResult, 'text' | 'tokens' | 'toolCalls' | 'truncatedToolCall' | 'reasoning' | 'logprobs'>, logprobs?: TokenLogprob[]): void {
     if (this.#done) return;
     this.#done = true;
     const full: GenerateResult = { ...result, text: this.#text.join(''), toolCalls: this.#toolCalls };
+    if (logprobs) for (const l of logprobs) this.#logprobs?.push(l);
+    if (this.#logprobs) full.logprobs = this.#logprobs;
     if (this.#truncated) full.truncatedToolCall = this.#truncated;
     if (this.#reasoning) full.reasoning = { text: this.#reasoning.join(''), tokens: Int32Array.from(this.#reasoningTokens) };
     if (this.#tokens) full.tokens = Int32Array.from(this.#tokens);

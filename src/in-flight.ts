@@ -58,7 +58,7 @@ export class InFlight {
   deliver(ev: RequestEvent): void {
     switch (ev.type) {
       case 'text':
-        this.#requests.get(ev.id)?.gen.onText(ev.text, ev.tokens);
+        this.#requests.get(ev.id)?.gen.onText(ev.text, ev.tokens, ev.logprobs);
         return;
       case 'reasoning':
         this.#requests.get(ev.id)?.gen.onReasoning(ev.text, ev.tokens ?? new Int32Array(0));
@@ -83,7 +83,7 @@ export class InFlight {
           entry.gen.onError(new LlamuxError(toErrorCode(ev.code), ev.message ?? 'Generation failed'));
           return;
         }
-        entry.gen.onFinal(finalResult({ ...ev, finishReason: ev.finishReason }));
+        entry.gen.onFinal(finalResult({ ...ev, finishReason: ev.finishReason }), ev.logprobs);
         return;
       }
       case 'sessionDone': {

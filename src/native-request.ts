@@ -6,7 +6,7 @@
 import { resolve as resolvePath } from 'node:path';
 import type { NativeContextOptions, NativeReady, NativeRequest, NativeSessionCommand } from './binding.js';
 import { LlamuxError } from './errors.js';
-import { compileToolGrammar } from './grammar/index.js';
+import { compileResponseFormat, compileToolGrammar, SchemaGrammarError } from './grammar/index.js';
 import type { ResolvedMarkers } from './markers.js';
 import { promptOpensReasoning, type ResolvedReasoningMarkers } from './reasoning.js';
 import { GGML_TYPE_IDS, type ContextOptionsSchema, type ParsedContinueOptions, type ParsedGenerateOptions } from './options.js';
@@ -145,9 +145,36 @@ export function checkLogitBias(o: ParsedGenerateOptions | ParsedContinueOptions,
   }
 }
 
+/**
+ * `responseFormat` as the request's grammar (a JSON value over the whole output): sets
+ * `grammar` and `grammarRoot` on the parsed options. Called when the request is made.
+ * @throws LlamuxError INVALID_ARGUMENT (with grammar or tools; a schema that cannot be compiled)
+ */
+export function applyResponseFormat<T extends ParsedGenerateOptions | ParsedContinueOptions>(o: T): T {
+  const rf = o.responseFormat;
+  if (rf === undefined || 'type' in rf && rf.type === 'text') return o;
+  if (o.grammar !== undefined) throw new LlamuxError('INVALID_ARGUMENT', 'responseFormat and grammar cannot be combined: both constrain the whole output');
+  if ((o.tools?.length ?? 0) > 0 || o.toolCallGrammar !== undefined) {
+    throw new LlamuxError('INVALID_ARGUMENT', 'responseFormat and tools cannot be combined: the output is one JSON value, with no tool-call spans');
+  }
+  let g;
+  try {
+    if ('jsonSchema' in rf) {
+      const s = rf.jsonSchema;
+      g = compileResponseFormat(isZodSchema(s) ? parametersJsonSchema(s) : (s as Record<string, unknown> | boolean));
+    } else {
+      g = compileResponseFormat('object');
+    }
+  } catch (e) {
+    if (!(e instanceof SchemaGrammarError)) throw e;
+    throw new LlamuxError('INVALID_ARGUMENT', `responseFormat: the schema${e.path ? ` at ${e.path}` : ''} cannot be compiled to a grammar: ${e.message}`);
+  }
+  return { ...o, grammar: g.gbnf, grammarRoot: g.root };
+}
+
 type Sampled = Pick<
   NativeRequest,
-  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'greedyToolSyntax' | 'cacheScope'
+  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'logprobs' | 'greedyToolSyntax' | 'cacheScope'
   | 'temperature' | 'topK' | 'topP' | 'minP' | 'typicalP' | 'repeatPenalty' | 'frequencyPenalty' | 'presencePenalty' | 'penaltyLastN' | 'seed'
   | 'grammar' | 'grammarRoot' | 'logitBiasTokens' | 'logitBiasValues'
 >;
@@ -166,6 +193,7 @@ function sampledFields(o: ParsedGenerateOptions | ParsedContinueOptions): Sample
     stop: o.stop,
     emitTokenIds: o.emitTokenIds,
     renderSpecial: o.renderSpecial,
+    logprobs: o.logprobs ?? -1,
     greedyToolSyntax: o.greedyToolSyntax,
     cacheScope: o.cacheScope ?? '',
     temperature: o.temperature,
@@ -234,7 +262,7 @@ export function continueRequest(
 }
 
 /** `prefillOnly()`: computes the prompt's KV and generates nothing, so sampling is fixed. */
-export function prefillRequest(id: number, promptTokens: Int32Array, session: SessionRef | undefined): NativeRequest {
+export function prefillRequest(id: number, promptTokens: Int32Array, session: SessionRef | undefined, cacheScope = ''): NativeRequest {
   return {
     id,
     promptTokens,
@@ -246,8 +274,9 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
     stop: [],
     emitTokenIds: false,
     renderSpecial: false,
+    logprobs: -1,
     greedyToolSyntax: false,
-    cacheScope: '',
+    cacheScope,
     temperature: 0,
     topK: 0,
     topP: 1,

@@ -20,6 +20,17 @@ export const GenerateToolSchema = z
   .strict();
 export type GenerateTool = z.input<typeof GenerateToolSchema>;
 
+/**
+ * Structured output: `{ type: 'json' }` any JSON object, `{ jsonSchema }` one JSON value of that
+ * schema (JSON Schema or a zod schema; compiled like tool arguments), `{ type: 'text' }` free text.
+ */
+export const ResponseFormatSchema = z.union([
+  z.object({ type: z.literal('text') }).strict(),
+  z.object({ type: z.literal('json') }).strict(),
+  z.object({ jsonSchema: z.union([zodSchema, z.record(z.string(), z.unknown()), z.boolean()]) }).strict(),
+]);
+export type ResponseFormat = z.input<typeof ResponseFormatSchema>;
+
 export const ToolChoiceSchema = z.union([z.enum(['auto', 'none', 'required']), z.object({ name: z.string().min(1) }).strict()]);
 
 const abortSignal = z.custom<AbortSignal>((v) => v instanceof AbortSignal, { message: 'expected an AbortSignal' });
@@ -223,6 +234,18 @@ const GenerateFieldsSchema = SamplingOptionsSchema.extend({
   maxTokens: z.number().int().positive().optional(),
   /** Stop strings: generation ends before any of them, and no text from it onwards is emitted. */
   stop: z.array(z.string().min(1)).max(64).default([]),
+  /**
+   * The output's shape: one JSON value (`{ jsonSchema }` or `{ type: 'json' }`), enforced by a
+   * grammar over the whole output; generation ends when the value is complete. Not with
+   * `grammar` or `tools`.
+   */
+  responseFormat: ResponseFormatSchema.optional(),
+  /**
+   * Log-probabilities: each generated token's, and its `logprobs` most likely alternatives
+   * (0 to 20), from the model's distribution at that position (log-softmax of the raw logits,
+   * before logit bias, penalties, grammars and temperature). On text events and the result.
+   */
+  logprobs: z.number().int().min(0).max(20).optional(),
   /** Include token ids in text events and the result (default false). */
   emitTokenIds: z.boolean().optional(),
   /** @deprecated Renamed `emitTokenIds`; accepted for one release. */

@@ -229,7 +229,7 @@ export async function handleCountTokens(req: IncomingMessage, res: ServerRespons
   checkBlocks(raw);
   const body = parseBody(CountTokensRequestSchema, raw);
   const prepared = await service.prepare(toChatRequest(body, undefined, o.tenant), o.signal);
-  sendJson(res, 200, { input_tokens: prepared.prompt.tokens.length });
+  sendJson(res, 200, { input_tokens: prepared.prompt.tokens.length + prepared.truncatedTokens });
 }
 
 export async function handleMessages(
@@ -244,7 +244,8 @@ export async function handleMessages(
   const body = parseBody(MessagesRequestSchema, raw);
   const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
   const prepared = await service.prepare(chatReq, signal);
-  const headers = { 'x-llamux-conversation': prepared.conversationId };
+  const headers: Record<string, string> = { 'x-llamux-conversation': prepared.conversationId };
+  if (prepared.truncatedTokens > 0) headers['x-llamux-truncated-tokens'] = String(prepared.truncatedTokens);
   const id = `msg_${randomBytes(12).toString('hex')}`;
   // Errors known before the first byte (bad arguments, a full queue) keep their HTTP status,
   // streaming or not.

@@ -3,10 +3,13 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
-import { checkToolSchemas } from '../grammar/index.js';
+import { checkToolSchemas, compileResponseFormat, SchemaGrammarError } from '../grammar/index.js';
+import type { ResponseFormat } from '../options.js';
+import type { TokenLogprob } from '../events.js';
+import { chatLogprobs } from './logprobs.js';
 import { FinishReason } from '../events.js';
 import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
-import { conversationHeader, type ChatRequest, type ChatService, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
+import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
 
 /** What the server hands each chat endpoint besides the request. */
 export interface HandlerOptions {
@@ -53,6 +56,51 @@ const MessageSchema = z.discriminatedUnion('role', [
 
 const nullable = <T extends z.ZodType>(t: T) => t.nullable().optional();
 
+/** Most choices (`n`) one request may ask for. */
+export const MAX_CHOICES = 16;
+
+/** `response_format`: free text, any JSON object, or one JSON value of a schema (always enforced: `strict` or not). */
+export const ResponseFormatBody = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text') }).strict(),
+  z.object({ type: z.literal('json_object') }).strict(),
+  z
+    .object({
+      type: z.literal('json_schema'),
+      json_schema: z
+        .object({
+          name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a name of 1 to 64 characters A-Z, a-z, 0-9, "_" or "-"'),
+          description: z.string().optional(),
+          schema: z.record(z.string(), z.unknown()).optional(),
+          strict: nullable(z.boolean()),
+        })
+        .strict(),
+    })
+    .strict(),
+]);
+
+/** `response_format` as the generate option (a schema that cannot be compiled is a 400 naming its JSON pointer). */
+export function responseFormatOption(rf: z.output<typeof ResponseFormatBody> | undefined, hasTools: boolean): ResponseFormat | undefined {
+  if (rf === undefined || rf.type === 'text') return undefined;
+  if (hasTools) throw new HttpError(400, 'invalid_request', 'response_format json_object / json_schema cannot be combined with tools on this server: the whole answer is one JSON value', 'response_format');
+  if (rf.type === 'json_object') return { type: 'json' };
+  const schema = rf.json_schema.schema ?? {};
+  try {
+    compileResponseFormat(schema);
+  } catch (e) {
+    if (e instanceof SchemaGrammarError) {
+      throw new HttpError(400, 'invalid_request', `response_format.json_schema.schema${e.path ? ` at ${e.path}` : ''} cannot be compiled to a grammar: ${e.message}`, 'response_format');
+    }
+    throw e;
+  }
+  return { jsonSchema: schema };
+}
+
+/** `logprobs` / `top_logprobs` as the generate option (top_logprobs needs logprobs: true, as OpenAI's API says). */
+export function logprobsOption(logprobs: boolean | null | undefined, top: number | null | undefined): number | undefined {
+  if (top != null && logprobs !== true) throw new HttpError(400, 'invalid_request', 'top_logprobs needs logprobs: true', 'top_logprobs');
+  return logprobs === true ? (top ?? 0) : undefined;
+}
+
 export const ChatCompletionRequestSchema = z
   .object({
     model: z.string().min(1).max(256),
@@ -70,7 +118,8 @@ export const ChatCompletionRequestSchema = z
     presence_penalty: nullable(z.number().min(-2).max(2)),
     seed: nullable(z.number().int()),
     stop: nullable(z.union([z.string().min(1), z.array(z.string().min(1)).max(16)])),
-    n: nullable(z.literal(1)),
+    /** Choices, prefilled once (ctx.generateChoices); choice i samples with seed + i. */
+    n: nullable(z.number().int().min(1).max(MAX_CHOICES)),
     tools: z
       .array(
         z
@@ -96,8 +145,9 @@ export const ChatCompletionRequestSchema = z
       .optional(),
     parallel_tool_calls: z.boolean().optional(),
     logit_bias: nullable(z.record(z.string().regex(/^\d+$/), z.number().min(-100).max(100))),
-    logprobs: nullable(z.literal(false)),
-    response_format: z.object({ type: z.literal('text') }).strict().optional(),
+    logprobs: nullable(z.boolean()),
+    top_logprobs: nullable(z.number().int().min(0).max(20)),
+    response_format: ResponseFormatBody.optional(),
     user: z.string().optional(),
     metadata: nullable(z.record(z.string(), z.string())),
     store: nullable(z.boolean()),
@@ -192,6 +242,10 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
     generate.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [k, v <= -100 ? -Infinity : v]));
   }
   if (b.reasoning_budget !== undefined) generate.reasoningBudget = b.reasoning_budget;
+  const responseFormat = responseFormatOption(b.response_format, (b.tools ?? []).length > 0 && b.tool_choice !== 'none');
+  if (responseFormat) generate.responseFormat = responseFormat;
+  const logprobs = logprobsOption(b.logprobs, b.top_logprobs);
+  if (logprobs !== undefined) generate.logprobs = logprobs;
   const templateVariables: Record<string, unknown> = { ...(b.chat_template_kwargs ?? {}) };
   if (b.reasoning_effort != null) templateVariables.reasoning_effort = b.reasoning_effort;
   const tools = (b.tools ?? []).map((t) => ({
@@ -232,6 +286,13 @@ function toolCallOf(c: ServiceToolCall) {
   return { id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.argumentsJson } };
 }
 
+/** The `usage` of n choices: one prompt, every choice's completion tokens. */
+function usageOfAll(us: readonly Usage[], truncatedTokens: number) {
+  const first = us[0]!;
+  const u = usageOf({ promptTokens: first.promptTokens, completionTokens: us.reduce((a, b) => a + b.completionTokens, 0), cachedTokens: first.cachedTokens });
+  return truncatedTokens > 0 ? { ...u, truncated_tokens: truncatedTokens } : u;
+}
+
 export async function handleChatCompletions(
   req: IncomingMessage,
   res: ServerResponse,
@@ -244,72 +305,115 @@ export async function handleChatCompletions(
   const body = parseBody(ChatCompletionRequestSchema, raw);
   const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
   const prepared = await service.prepare(chatReq, signal);
-  const headers = { 'x-llamux-conversation': prepared.conversationId };
+  const headers: Record<string, string> = { 'x-llamux-conversation': prepared.conversationId };
+  if (prepared.truncatedTokens > 0) headers['x-llamux-truncated-tokens'] = String(prepared.truncatedTokens);
   const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
   const created = Math.floor(Date.now() / 1000);
   const fingerprint = `llamux-${service.fingerprint.slice(0, 12)}`;
+  const n = body.n ?? 1;
+  const wantLogprobs = chatReq.generate.logprobs !== undefined;
   // Errors known before the first byte (bad arguments, a full queue) keep their HTTP status,
   // streaming or not.
-  const events = await firstEventFirst(service.run(prepared, chatReq, signal));
+  const runs = n > 1 ? await service.runChoices(prepared, chatReq, signal, n) : [service.run(prepared, chatReq, signal)];
+  // One choice failing ends the others (their generations are cancelled, not left running).
+  const stopAll = () => {
+    for (const r of runs) void r.return(undefined).catch(() => {});
+  };
+  let streams: AsyncGenerator<ServiceEvent, void, undefined>[];
+  try {
+    streams = await Promise.all(runs.map((r) => firstEventFirst(r)));
+  } catch (e) {
+    stopAll();
+    throw e;
+  }
 
   if (!body.stream) {
-    let text = '';
-    let reasoning: string | undefined;
-    const calls: ServiceToolCall[] = [];
-    for await (const ev of events) {
-      if (ev.type === 'started') continue;
-      if (ev.type === 'text') text += ev.text;
-      else if (ev.type === 'reasoning') reasoning = (reasoning ?? '') + ev.text;
-      else if (ev.type === 'toolCall') calls.push(ev.call);
-      else {
-        const message: Record<string, unknown> = { role: 'assistant', content: text.length > 0 || calls.length === 0 ? text : null, refusal: null };
-        if (reasoning !== undefined) message.reasoning_content = reasoning;
-        if (calls.length) message.tool_calls = calls.map(toolCallOf);
-        sendJson(
-          res,
-          200,
-          {
-            id,
-            object: 'chat.completion',
-            created,
-            model: body.model,
-            system_fingerprint: fingerprint,
-            choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(ev.reason) }],
-            usage: usageOf(ev.usage),
-          },
-          headers,
-        );
-      }
-    }
+    const choices = await Promise.all(
+      streams.map(async (events, index) => {
+        let text = '';
+        let reasoning: string | undefined;
+        const calls: ServiceToolCall[] = [];
+        const lps: TokenLogprob[] = [];
+        for await (const ev of events) {
+          if (ev.type === 'started') continue;
+          if (ev.type === 'text') {
+            text += ev.text;
+            if (ev.logprobs) lps.push(...ev.logprobs);
+          } else if (ev.type === 'reasoning') reasoning = (reasoning ?? '') + ev.text;
+          else if (ev.type === 'toolCall') calls.push(ev.call);
+          else {
+            if (ev.logprobs) lps.push(...ev.logprobs);
+            const message: Record<string, unknown> = { role: 'assistant', content: text.length > 0 || calls.length === 0 ? text : null, refusal: null };
+            if (reasoning !== undefined) message.reasoning_content = reasoning;
+            if (calls.length) message.tool_calls = calls.map(toolCallOf);
+            const logprobs = wantLogprobs ? { content: chatLogprobs(service.model, lps), refusal: null } : null;
+            return { choice: { index, message, logprobs, finish_reason: finishReason(ev.reason) }, usage: ev.usage };
+          }
+        }
+        throw new HttpError(500, 'server', 'The generation ended without a final event');
+      }),
+    ).catch((e: unknown) => {
+      stopAll();
+      throw e;
+    });
+    sendJson(
+      res,
+      200,
+      {
+        id,
+        object: 'chat.completion',
+        created,
+        model: body.model,
+        system_fingerprint: fingerprint,
+        choices: choices.map((c) => c.choice),
+        usage: usageOfAll(choices.map((c) => c.usage), prepared.truncatedTokens),
+      },
+      headers,
+    );
     return;
   }
 
   const sse = new SseWriter(res, headers, o.sendTimeoutMs, service.metrics);
-  const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+  const chunk = (index: number, delta: Record<string, unknown>, finish: string | null = null, lps?: TokenLogprob[]) => ({
     id,
     object: 'chat.completion.chunk',
     created,
     model: body.model,
     system_fingerprint: fingerprint,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    choices: [{ index, delta, logprobs: wantLogprobs && lps ? { content: chatLogprobs(service.model, lps), refusal: null } : null, finish_reason: finish }],
   });
+  // Choices stream side by side; their chunks go out one at a time, in the order they come.
+  let sending: Promise<void> = Promise.resolve();
+  const send = (v: unknown) => (sending = sending.then(() => sse.send(v)));
   try {
-    await sse.send(chunk({ role: 'assistant', content: '', refusal: null }));
-    for await (const ev of events) {
-      if (ev.type === 'started') continue;
-      if (ev.type === 'text') await sse.send(chunk({ content: ev.text }));
-      else if (ev.type === 'reasoning') await sse.send(chunk({ reasoning_content: ev.text }));
-      else if (ev.type === 'toolCall') await sse.send(chunk({ tool_calls: [{ index: ev.call.index, ...toolCallOf(ev.call) }] }));
-      else {
-        await sse.send(chunk({}, finishReason(ev.reason)));
-        if (body.stream_options?.include_usage) {
-          await sse.send({ id, object: 'chat.completion.chunk', created, model: body.model, system_fingerprint: fingerprint, choices: [], usage: usageOf(ev.usage) });
+    const usages = await Promise.all(
+      streams.map(async (events, index) => {
+        await send(chunk(index, { role: 'assistant', content: '', refusal: null }));
+        let usage: Usage | undefined;
+        for await (const ev of events) {
+          if (ev.type === 'started') continue;
+          if (ev.type === 'text') await send(chunk(index, { content: ev.text }, null, ev.logprobs));
+          else if (ev.type === 'reasoning') await send(chunk(index, { reasoning_content: ev.text }));
+          else if (ev.type === 'toolCall') await send(chunk(index, { tool_calls: [{ index: ev.call.index, ...toolCallOf(ev.call) }] }));
+          else {
+            if (ev.logprobs?.length) await send(chunk(index, { content: '' }, null, ev.logprobs));
+            await send(chunk(index, {}, finishReason(ev.reason)));
+            usage = ev.usage;
+          }
         }
-      }
+        return usage;
+      }),
+    );
+    if (body.stream_options?.include_usage && usages.every((u) => u !== undefined)) {
+      await send({ id, object: 'chat.completion.chunk', created, model: body.model, system_fingerprint: fingerprint, choices: [], usage: usageOfAll(usages as Usage[], prepared.truncatedTokens) });
     }
-    await sse.send('[DONE]');
+    await send('[DONE]');
   } catch (e) {
-    if (!signal.aborted) await sse.send(errorBody('openai', toHttpError(e)).body);
+    stopAll();
+    if (!signal.aborted) {
+      await sending.catch(() => {});
+      await sse.send(errorBody('openai', toHttpError(e)).body);
+    }
   } finally {
     sse.end();
   }

@@ -75,7 +75,7 @@ async function main(): Promise<void> {
     } catch (e) {
       let message = e instanceof Error ? e.message : String(e);
       if (isLlamuxError(e, 'CONTEXT_OVERFLOW') && data.maxTokens !== undefined) {
-        message = `The prompt has more than ${data.maxTokens} tokens but a sequence of this server's context holds ${data.maxTokens + 1}; shorten the conversation or start the server with a larger --ctx`;
+        message = `The prompt has more than ${data.maxTokens} tokens but a sequence of this server's context holds ${data.maxTokens + 1}; shorten the conversation, start the server with a larger --ctx, or with --overflow truncate-middle`;
       }
       reply = { type: 'error', id: job.id, code: isLlamuxError(e) ? e.code : 'INTERNAL', message };
     }

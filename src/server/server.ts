@@ -12,6 +12,7 @@ import { Model, loadModel } from '../model.js';
 import { parseOptions, rpcEndpoint } from '../options.js';
 import { handleChatCompletions, type HandlerOptions } from './openai.js';
 import { handleCountTokens, handleMessages } from './anthropic.js';
+import { handleCompletions, handleDetokenize, handleTokenize } from './completions.js';
 import { HttpError, sendError, sendJson, toHttpError, type ApiFlavor } from './http.js';
 import { ServerMetrics } from './metrics.js';
 import { PromptPool } from './prompt-pool.js';
@@ -66,6 +67,13 @@ export interface ServerOptions {
   sessionTtlMs?: number;
   /** Largest total of message and tool text (UTF-8 bytes) one request may carry (default 1 MiB). */
   maxPromptBytes?: number;
+  /**
+   * A prompt longer than a sequence of the context: 'error' (default) answers 400
+   * (context_length); 'truncate-middle' drops tokens from its middle, keeping the start and the
+   * latest turn and room for the answer, and reports the count (`usage.truncated_tokens`,
+   * `x-llamux-truncated-tokens`).
+   */
+  overflow?: 'error' | 'truncate-middle';
   /** Rendering and tokenizing one request longer than this is stopped with 413 (default 10 000 ms). */
   tokenizeTimeoutMs?: number;
   /** Worker threads that render and tokenize prompts (default 2). */
@@ -116,6 +124,7 @@ const ServerOptionsSchema = z
     maxQueued: z.number().int().min(0).optional(),
     sessionTtlMs: z.number().int().positive().optional(),
     maxPromptBytes: z.number().int().positive().default(1024 * 1024),
+    overflow: z.enum(['error', 'truncate-middle']).default('error'),
     tokenizeTimeoutMs: z.number().int().positive().default(10_000),
     tokenizeWorkers: z.number().int().min(1).max(64).default(2),
     log: z.custom<ServerLog>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
@@ -192,7 +201,8 @@ function hostAllowList(allowed: readonly string[], listenHost: string, port: num
 /**
  * Starts an OpenAI- and Anthropic-compatible server.
  *
- * Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/messages`,
+ * Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`,
+ * `POST /tokenize`, `POST /detokenize`, `POST /v1/messages`,
  * `POST /v1/messages/count_tokens`, `GET /metrics`.
  *
  * @throws LlamuxError INVALID_ARGUMENT (options), MODEL_NOT_FOUND / MODEL_INVALID (modelPath),
@@ -238,11 +248,12 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       ...(markerText ? { markers: markerText } : {}),
       size: o.tokenizeWorkers,
       timeoutMs: o.tokenizeTimeoutMs,
-      // A prompt must be shorter than a sequence: tokenizing stops once it cannot be.
-      maxTokens: context.settings.sequenceContextSize - 1,
+      // A prompt must be shorter than a sequence: tokenizing stops once it cannot be (unless
+      // it is to be cut in the middle: --max-prompt-bytes bounds it then).
+      ...(o.overflow === 'error' ? { maxTokens: context.settings.sequenceContextSize - 1 } : {}),
     });
     await prompts.start();
-    const service = new ChatService({ model, context, template, store, metrics, prompts, maxPromptBytes: o.maxPromptBytes, isolateTenants: o.isolateTenants, log });
+    const service = new ChatService({ model, context, template, store, metrics, prompts, maxPromptBytes: o.maxPromptBytes, isolateTenants: o.isolateTenants, overflow: o.overflow, log });
     const name = o.modelName ?? model.metadata.name ?? basename(model.path).replace(/\.gguf$/i, '');
     const keys = o.apiKey === undefined ? [] : Array.isArray(o.apiKey) ? o.apiKey : [o.apiKey];
     const keyDigests = keys.map(digest);
@@ -262,7 +273,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       const path = (req.url ?? '/').split('?')[0]!.replace(/\/+$/, '') || '/';
       const anthropicClient = typeof req.headers['anthropic-version'] === 'string';
       const api: ApiFlavor = path.startsWith('/v1/messages') || (anthropicClient && path.startsWith('/v1/models')) ? 'anthropic' : 'openai';
-      const endpoint = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/messages', '/v1/messages/count_tokens'].includes(path)
+      const endpoint = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path)
         ? path
         : path.startsWith('/v1/models/')
           ? '/v1/models/{id}'
@@ -344,7 +355,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           sendJson(res, 200, { ...modelEntry(anthropicClient), id });
           return;
         }
-        const chat = path === '/v1/chat/completions' || path === '/v1/messages' || path === '/v1/messages/count_tokens';
+        const chat = ['/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path);
         if (!chat) throw new HttpError(404, 'not_found', `There is no endpoint ${method} ${path}`);
         allow('POST');
         const ac = new AbortController();
@@ -360,6 +371,9 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         const ho: HandlerOptions = { maxBodyBytes: o.maxBodyBytes, signal: ac.signal, sendTimeoutMs: o.sendTimeoutMs, ...(tenant !== undefined ? { tenant } : {}) };
         if (path === '/v1/messages/count_tokens') await handleCountTokens(req, res, service, ho);
         else if (path === '/v1/chat/completions') await handleChatCompletions(req, res, service, ho);
+        else if (path === '/v1/completions') await handleCompletions(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
+        else if (path === '/tokenize') await handleTokenize(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
+        else if (path === '/detokenize') await handleDetokenize(req, res, service, ho);
         else await handleMessages(req, res, service, ho);
       } catch (e) {
         // The client is gone: the close handler logged it once; nothing more to say or send.

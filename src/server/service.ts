@@ -6,12 +6,14 @@ import type { ChatTemplate } from '../chat/template.js';
 import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
 import { sessionFor, type Context } from '../context.js';
-import { FinishReason } from '../events.js';
+import { FinishReason, type TokenLogprob } from '../events.js';
+import type { Generation } from '../generation.js';
 import type { Model } from '../model.js';
 import type { GenerateOptions } from '../options.js';
 import type { Session } from '../session.js';
 import { HttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
+import { fitPrompt, type OverflowPolicy } from './overflow.js';
 import type { BuiltPrompt, PromptPool } from './prompt-pool.js';
 import type { StoredToolCall, ToolCallStore } from './store.js';
 
@@ -58,11 +60,13 @@ export interface ServiceToolCall {
 export type ServiceEvent =
   /** The engine produced its first event: the request was admitted and prefilled. */
   | { type: 'started' }
-  | { type: 'text'; text: string }
+  /** `logprobs`: the entries of the tokens sampled since the previous text event (logprobs requested). */
+  | { type: 'text'; text: string; logprobs?: TokenLogprob[] }
   /** Reasoning text (between the model's reasoning markers), apart from the answer. */
   | { type: 'reasoning'; text: string }
   | { type: 'toolCall'; call: ServiceToolCall }
-  | { type: 'final'; reason: FinishReason | 'tool_calls'; stop?: string; usage: Usage };
+  /** `logprobs`: entries not yet reported with text (tokens of a stop string, spans). */
+  | { type: 'final'; reason: FinishReason | 'tool_calls'; stop?: string; usage: Usage; logprobs?: TokenLogprob[] };
 
 export interface Prepared {
   /** The conversation id the client sees (`x-llamux-conversation`). */
@@ -70,6 +74,8 @@ export interface Prepared {
   /** The engine session: the conversation id, prefixed with the tenant in isolation mode. */
   sessionId: string;
   prompt: BuiltPrompt;
+  /** Prompt tokens dropped by --overflow truncate-middle (0: none). */
+  truncatedTokens: number;
 }
 
 /** Longest stored span (tokens) and text (bytes) that is ever spliced into a prompt. */
@@ -102,6 +108,8 @@ export interface ChatServiceOptions {
   maxPromptBytes: number;
   /** Isolation mode: cache numbers count only KV the request's own session computed. */
   isolateTenants?: boolean;
+  /** Prompts longer than a sequence: a 400 (default) or cut in the middle (src/server/overflow.ts). */
+  overflow?: OverflowPolicy;
   log?: ServerLog;
 }
 
@@ -129,6 +137,7 @@ export class ChatService {
   readonly #prompts: PromptPool;
   readonly #maxPromptBytes: number;
   readonly #isolate: boolean;
+  readonly overflow: OverflowPolicy;
   readonly #log: ServerLog;
   /** Ids of stored spans already reported as invalid (each is logged once). */
   readonly #reportedInvalid = new Set<string>();
@@ -148,6 +157,7 @@ export class ChatService {
     this.#prompts = o.prompts;
     this.#maxPromptBytes = o.maxPromptBytes;
     this.#isolate = o.isolateTenants ?? false;
+    this.overflow = o.overflow ?? 'error';
     this.#log = o.log ?? (() => {});
     let longest = 1;
     for (let id = 0; id < o.model.vocab.size; id++) longest = Math.max(longest, o.model.tokenPiece(id, { special: true }).length);
@@ -250,8 +260,8 @@ export class ChatService {
       throw new HttpError(400, 'invalid_request', 'A tool definition is nested too deeply', 'tools');
     }
     const atLeast = Math.max(req.messages.length, Math.ceil(textBytes / this.maxTokenBytes));
-    if (atLeast >= limit) {
-      throw new HttpError(400, 'context_length', `The conversation needs at least ${atLeast} tokens (${textBytes} bytes of text, at most ${this.maxTokenBytes} bytes per token) but a sequence of this server's context holds ${limit}; shorten the conversation or start the server with a larger --ctx`);
+    if (atLeast >= limit && this.overflow === 'error') {
+      throw new HttpError(400, 'context_length', `The conversation needs at least ${atLeast} tokens (${textBytes} bytes of text, at most ${this.maxTokenBytes} bytes per token) but a sequence of this server's context holds ${limit}; shorten the conversation, start the server with a larger --ctx, or with --overflow truncate-middle`);
     }
     if (textBytes > this.#maxPromptBytes) {
       throw new HttpError(413, 'too_large', `The messages and tools hold ${textBytes} bytes of text, over this server's limit of ${this.#maxPromptBytes} (--max-prompt-bytes)`);
@@ -272,10 +282,8 @@ export class ChatService {
     if (prompt.unknown.length) this.metrics.replay.inc({ outcome: 'unknown' }, prompt.unknown.length);
     if (prompt.unlocated.length) this.metrics.replay.inc({ outcome: 'unlocated' }, prompt.unlocated.length);
     if (prompt.rerendered.length) this.metrics.replay.inc({ outcome: 'rerendered' }, prompt.rerendered.length);
-    if (prompt.tokens.length >= limit) {
-      throw new HttpError(400, 'context_length', `The prompt is ${prompt.tokens.length} tokens but a sequence of this server's context holds ${limit}; shorten the conversation or start the server with a larger --ctx`);
-    }
-    return { conversationId, sessionId: `${this.#scope(req.tenant)}${conversationId}`, prompt };
+    const fitted = fitPrompt(prompt.tokens, limit, req.generate.maxTokens, this.overflow);
+    return { conversationId, sessionId: `${this.#scope(req.tenant)}${conversationId}`, prompt: { ...prompt, tokens: fitted.tokens }, truncatedTokens: fitted.truncatedTokens };
   }
 
   /** The conversation's Session (its sequence stays pinned to it between requests). */
@@ -305,136 +313,177 @@ export class ChatService {
     if (this.#sessionTokens.size > 4096) this.#sessionTokens.delete(this.#sessionTokens.keys().next().value as string);
   }
 
-  /** Generates, yielding text, complete tool calls (stored under fresh ids) and a final event. */
-  async *run(p: Prepared, req: ChatRequest, signal: AbortSignal): AsyncGenerator<ServiceEvent, void, undefined> {
+  /** The generate options of a chat request (the declared tools constrain every span). */
+  #generateOptions(p: Prepared, req: ChatRequest, signal: AbortSignal) {
     // No declared tools, no tool calls: a span the model writes anyway comes back as text.
     const declared = new Set(req.tools.map((t) => t.name));
     const detect = req.toolChoice !== 'none' && this.markers !== undefined && declared.size > 0;
-    const generated: number[] = [];
+    return {
+      ...req.generate,
+      prompt: p.prompt.tokens,
+      emitTokenIds: true,
+      detectToolCalls: detect,
+      // The declared tools constrain every span (name, argument schema); tool_choice
+      // required / named forces a call first; parallel_tool_calls: false ends the
+      // generation when the first span closes.
+      ...(detect
+        ? {
+            tools: req.tools.map((t) => ({ name: t.name, ...(t.parameters !== undefined ? { parameters: t.parameters } : {}) })),
+            toolChoice: req.toolChoice,
+            parallelToolCalls: req.parallelToolCalls,
+          }
+        : {}),
+      signal,
+      waitForSession: true,
+      // Isolation mode: the engine reuses KV only within the tenant (no cross-tenant prefix
+      // hits, so neither cached_tokens nor timing reveal another tenant's prompts).
+      ...(this.#isolate && req.tenant !== undefined ? { cacheScope: `tenant:${req.tenant}` } : {}),
+    };
+  }
+
+  /** Generates, yielding text, complete tool calls (stored under fresh ids) and a final event. */
+  async *run(p: Prepared, req: ChatRequest, signal: AbortSignal): AsyncGenerator<ServiceEvent, void, undefined> {
     this.metrics.inFlight++;
     try {
       // The conversation's sequence stays pinned to its Session: a prompt extending the last
       // one prefills only the new tokens. Requests of one conversation run one at a time.
-      const gen = this.#session(p.sessionId).generate({
-        ...req.generate,
-        prompt: p.prompt.tokens,
-        emitTokenIds: true,
-        detectToolCalls: detect,
-        // The declared tools constrain every span (name, argument schema); tool_choice
-        // required / named forces a call first; parallel_tool_calls: false ends the
-        // generation when the first span closes.
-        ...(detect
-          ? {
-              tools: req.tools.map((t) => ({ name: t.name, ...(t.parameters !== undefined ? { parameters: t.parameters } : {}) })),
-              toolChoice: req.toolChoice,
-              parallelToolCalls: req.parallelToolCalls,
-            }
-          : {}),
-        signal,
-        waitForSession: true,
-        // Isolation mode: the engine reuses KV only within the tenant (no cross-tenant prefix
-        // hits, so neither cached_tokens nor timing reveal another tenant's prompts).
-        ...(this.#isolate && req.tenant !== undefined ? { cacheScope: `tenant:${req.tenant}` } : {}),
-      });
-      let prelude = { text: [] as string[], tokens: [] as number[] };
-      // Reasoning before a call is part of its prelude: its exact tokens are replayed when the
-      // template renders the history the same way (the text is then the special-token rendering).
-      let preludeReasoning = false;
-      const preludes = new Map<number, { text: string; tokens: number[] }>();
-      let emitted = 0;
-      let started = false;
-      // The answer after a closed reasoning span starts at its first non-blank character (the
-      // `\n\n` after `</think>` is layout, as llama-server parses it); the stored prelude keeps
-      // the exact text for replay.
-      let afterReasoning = false;
-      for await (const ev of gen) {
-        if (!started) {
-          started = true;
-          yield { type: 'started' };
-        }
-        switch (ev.type) {
-          case 'text':
-            prelude.text.push(ev.text);
-            if (ev.tokens) for (const t of ev.tokens) prelude.tokens.push(t);
-            if (ev.tokens && this.#isolate) for (const t of ev.tokens) generated.push(t);
-            {
-              const text = afterReasoning ? ev.text.trimStart() : ev.text;
-              if (text.length > 0) {
-                afterReasoning = false;
-                yield { type: 'text', text };
-              }
-            }
-            break;
-          case 'reasoning':
-            for (const t of ev.tokens) prelude.tokens.push(t);
-            preludeReasoning = true;
-            afterReasoning = true;
-            if (this.#isolate) for (const t of ev.tokens) generated.push(t);
-            if (ev.text.length > 0) yield { type: 'reasoning', text: ev.text };
-            break;
-          case 'toolCallStart':
-            preludes.set(ev.index, {
-              text: preludeReasoning ? this.model.detokenize(Int32Array.from(prelude.tokens), { special: true }) : prelude.text.join(''),
-              tokens: prelude.tokens,
-            });
-            prelude = { text: [], tokens: [] };
-            preludeReasoning = false;
-            break;
-          case 'toolCallEnd': {
-            if (this.#isolate) for (const t of ev.tokens) generated.push(t);
-            const parsed = parseToolCallSpan(ev.text, xmlParamTypes(req.tools));
-            if (parsed.some((c) => c.invalidArguments !== undefined || c.name === '' || !declared.has(c.name))) {
-              // Not a call a client could run (malformed, or a tool the request did not
-              // declare): hand the model's raw bytes back as text.
-              const raw = `${this.markers?.start ?? ''}${ev.text}${this.markers?.end ?? ''}`;
-              yield { type: 'text', text: raw };
-              break;
-            }
-            if (!req.parallelToolCalls && emitted > 0) break;
-            const pre = preludes.get(ev.index);
-            for (const c of req.parallelToolCalls ? parsed : parsed.slice(0, 1)) {
-              const id = newToolCallId(req.idPrefix);
-              const args = canonicalJson(c.arguments);
-              this.store.put({
-                id,
-                model: this.fingerprint,
-                conversation: p.sessionId,
-                name: c.name,
-                arguments: args,
-                spanText: ev.text,
-                spanTokens: ev.tokens,
-                ...(pre && pre.text.length > 0 ? { preludeText: pre.text, preludeTokens: Int32Array.from(pre.tokens) } : {}),
-                callsInSpan: parsed.length,
-                createdAt: Date.now(),
-              });
-              this.metrics.toolCalls.inc();
-              yield { type: 'toolCall', call: { index: emitted++, id, name: c.name, arguments: c.arguments, argumentsJson: JSON.stringify(c.arguments) } };
-            }
-            break;
-          }
-          case 'final': {
-            this.metrics.recordGeneration({
-              promptTokens: ev.promptTokens,
-              reusedTokens: ev.reusedTokens,
-              prefilledTokens: ev.prefilledTokens,
-              generatedTokens: ev.generatedTokens,
-              ttftMs: ev.timings.ttftMs,
-              cacheOutcome: ev.cache.outcome,
-              ...(ev.cache.tier ? { cacheTier: ev.cache.tier } : {}),
-            });
-            const cachedTokens = this.#ownReuse(p, ev.reusedTokens);
-            this.#remember(p, generated);
-            const usage: Usage = { promptTokens: ev.promptTokens, completionTokens: ev.generatedTokens, cachedTokens };
-            const reason = emitted > 0 && ev.finishReason !== FinishReason.Length ? 'tool_calls' : ev.finishReason;
-            yield ev.stop !== undefined ? { type: 'final', reason, stop: ev.stop, usage } : { type: 'final', reason, usage };
-            break;
-          }
-          default:
-            break;
-        }
-      }
+      const gen = this.#session(p.sessionId).generate(this.#generateOptions(p, req, signal));
+      yield* this.#consume(gen, p, req, true);
     } finally {
       this.metrics.inFlight--;
+    }
+  }
+
+  /**
+   * `n` > 1 choices of one prompt, prefilled once (ctx.generateChoices: forks share the prompt's
+   * KV; choice i samples with seed + i). They run beside the conversation's session, which they
+   * do not advance. Rejects (before any event) when the prompt cannot be prefilled.
+   */
+  async runChoices(p: Prepared, req: ChatRequest, signal: AbortSignal, n: number): Promise<AsyncGenerator<ServiceEvent, void, undefined>[]> {
+    const { waitForSession: _w, ...options } = this.#generateOptions(p, req, signal);
+    this.metrics.inFlight++;
+    let gens;
+    try {
+      gens = await this.context.generateChoices({ ...options, n });
+    } finally {
+      this.metrics.inFlight--;
+    }
+    const self = this;
+    return gens.map((gen) =>
+      (async function* () {
+        self.metrics.inFlight++;
+        try {
+          yield* self.#consume(gen, p, req, false);
+        } finally {
+          self.metrics.inFlight--;
+        }
+      })(),
+    );
+  }
+
+  async *#consume(gen: Generation, p: Prepared, req: ChatRequest, remember: boolean): AsyncGenerator<ServiceEvent, void, undefined> {
+    const declared = new Set(req.tools.map((t) => t.name));
+    const generated: number[] = [];
+    let seenLogprobs = 0;
+    let prelude = { text: [] as string[], tokens: [] as number[] };
+    // Reasoning before a call is part of its prelude: its exact tokens are replayed when the
+    // template renders the history the same way (the text is then the special-token rendering).
+    let preludeReasoning = false;
+    const preludes = new Map<number, { text: string; tokens: number[] }>();
+    let emitted = 0;
+    let started = false;
+    // The answer after a closed reasoning span starts at its first non-blank character (the
+    // `\n\n` after `</think>` is layout, as llama-server parses it); the stored prelude keeps
+    // the exact text for replay.
+    let afterReasoning = false;
+    for await (const ev of gen) {
+      if (!started) {
+        started = true;
+        yield { type: 'started' };
+      }
+      switch (ev.type) {
+        case 'text':
+          prelude.text.push(ev.text);
+          if (ev.tokens) for (const t of ev.tokens) prelude.tokens.push(t);
+          if (ev.tokens && this.#isolate) for (const t of ev.tokens) generated.push(t);
+          {
+            const text = afterReasoning ? ev.text.trimStart() : ev.text;
+            if (text.length > 0) afterReasoning = false;
+            if (ev.logprobs) {
+              seenLogprobs += ev.logprobs.length;
+              yield { type: 'text', text, logprobs: ev.logprobs };
+            } else if (text.length > 0) yield { type: 'text', text };
+          }
+          break;
+        case 'reasoning':
+          for (const t of ev.tokens) prelude.tokens.push(t);
+          preludeReasoning = true;
+          afterReasoning = true;
+          if (this.#isolate) for (const t of ev.tokens) generated.push(t);
+          if (ev.text.length > 0) yield { type: 'reasoning', text: ev.text };
+          break;
+        case 'toolCallStart':
+          preludes.set(ev.index, {
+            text: preludeReasoning ? this.model.detokenize(Int32Array.from(prelude.tokens), { special: true }) : prelude.text.join(''),
+            tokens: prelude.tokens,
+          });
+          prelude = { text: [], tokens: [] };
+          preludeReasoning = false;
+          break;
+        case 'toolCallEnd': {
+          if (this.#isolate) for (const t of ev.tokens) generated.push(t);
+          const parsed = parseToolCallSpan(ev.text, xmlParamTypes(req.tools));
+          if (parsed.some((c) => c.invalidArguments !== undefined || c.name === '' || !declared.has(c.name))) {
+            // Not a call a client could run (malformed, or a tool the request did not
+            // declare): hand the model's raw bytes back as text.
+            const raw = `${this.markers?.start ?? ''}${ev.text}${this.markers?.end ?? ''}`;
+            yield { type: 'text', text: raw };
+            break;
+          }
+          if (!req.parallelToolCalls && emitted > 0) break;
+          const pre = preludes.get(ev.index);
+          for (const c of req.parallelToolCalls ? parsed : parsed.slice(0, 1)) {
+            const id = newToolCallId(req.idPrefix);
+            const args = canonicalJson(c.arguments);
+            this.store.put({
+              id,
+              model: this.fingerprint,
+              conversation: p.sessionId,
+              name: c.name,
+              arguments: args,
+              spanText: ev.text,
+              spanTokens: ev.tokens,
+              ...(pre && pre.text.length > 0 ? { preludeText: pre.text, preludeTokens: Int32Array.from(pre.tokens) } : {}),
+              callsInSpan: parsed.length,
+              createdAt: Date.now(),
+            });
+            this.metrics.toolCalls.inc();
+            yield { type: 'toolCall', call: { index: emitted++, id, name: c.name, arguments: c.arguments, argumentsJson: JSON.stringify(c.arguments) } };
+          }
+          break;
+        }
+        case 'final': {
+          this.metrics.recordGeneration({
+            promptTokens: ev.promptTokens,
+            reusedTokens: ev.reusedTokens,
+            prefilledTokens: ev.prefilledTokens,
+            generatedTokens: ev.generatedTokens,
+            ttftMs: ev.timings.ttftMs,
+            cacheOutcome: ev.cache.outcome,
+            ...(ev.cache.tier ? { cacheTier: ev.cache.tier } : {}),
+          });
+          const cachedTokens = this.#ownReuse(p, ev.reusedTokens);
+          if (remember) this.#remember(p, generated);
+          const usage: Usage = { promptTokens: ev.promptTokens, completionTokens: ev.generatedTokens, cachedTokens };
+          const reason = emitted > 0 && ev.finishReason !== FinishReason.Length ? 'tool_calls' : ev.finishReason;
+          const final: ServiceEvent = ev.stop !== undefined ? { type: 'final', reason, stop: ev.stop, usage } : { type: 'final', reason, usage };
+          if (ev.logprobs && ev.logprobs.length > seenLogprobs) final.logprobs = ev.logprobs.slice(seenLogprobs);
+          yield final;
+          break;
+        }
+        default:
+          break;
+      }
     }
   }
 }

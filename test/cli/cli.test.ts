@@ -90,6 +90,9 @@ describe('llamux CLI', () => {
     const emptyKey = await cli(['serve', '--model', 'x', '--api-key', '']);
     expect(emptyKey.code).toBe(2);
     expect(emptyKey.stderr).toMatch(/--api-key must not be empty/);
+    const badOverflow = await cli(['serve', '--model', 'x', '--overflow', 'drop']);
+    expect(badOverflow.code).toBe(2);
+    expect(badOverflow.stderr).toMatch(/--overflow must be "error" or "truncate-middle" \(got "drop"\)/);
   });
 
   it('prints the version', async () => {

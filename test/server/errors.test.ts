@@ -122,9 +122,9 @@ describe('request validation, API keys and limits', () => {
 
   it('answers 404 for unknown paths and 405 for wrong methods', async () => {
     const h = { authorization: `Bearer ${KEY}` };
-    const nf = await fetch(`${server.url}/v1/completions`, { method: 'POST', headers: h, body: '{}' });
+    const nf = await fetch(`${server.url}/v1/edits`, { method: 'POST', headers: h, body: '{}' });
     expect(nf.status).toBe(404);
-    expect(((await nf.json()) as { error: { message: string } }).error.message).toBe('There is no endpoint POST /v1/completions');
+    expect(((await nf.json()) as { error: { message: string } }).error.message).toBe('There is no endpoint POST /v1/edits');
     expect((await fetch(`${server.url}/v1/chat/completions`, { headers: h })).status).toBe(405);
     expect((await fetch(`${server.url}/v1/messages`, { headers: h })).status).toBe(405);
   });
