@@ -72,7 +72,8 @@ function findBundle() {
 }
 
 // What the library build reads from llama.cpp; tests, docs, models, examples, tools, python
-// and CI stay behind. Every ggml backend's source stays, so CUDA/Vulkan/Metal builds work.
+// and CI stay behind. Every ggml backend's source stays here, so CUDA/Vulkan/Metal builds work;
+// the package's "files" leaves out the backends llamux never builds (SYCL, OpenCL, CANN, ...).
 export const LLAMA_CPP_PATHS = ['CMakeLists.txt', 'LICENSE', 'licenses', 'cmake', 'include', 'src', 'ggml/CMakeLists.txt', 'ggml/cmake', 'ggml/include', 'ggml/src', 'vendor'];
 const LLAMA_CPP_EXCLUDES = ['vendor/cpp-httplib', '**/.gitignore', '**/*.md'];
 
