@@ -108,6 +108,19 @@ describe('llamux from a registry', () => {
     expect(JSON.parse(out.toolResult as string)).toEqual({ city: 'Paris', forecast: 'sunny' });
   }, 10 * MINUTE);
 
+  it('installs with pnpm (no install scripts run by default): the platform package is found at load', () => {
+    const dir = newProject('pnpm app');
+    const pnpm = join(projectRoot, 'node_modules', 'pnpm', 'bin', 'pnpm.cjs');
+    must(sh(process.execPath, [pnpm, 'add', 'llamux', '--registry', registry.url, '--store-dir', join(work, 'pnpm-store'), '--config.confirmModulesPurge=false'], dir, registry.env), 'pnpm add llamux');
+    const store = readdirSync(join(dir, 'node_modules', '.pnpm'));
+    expect(store.filter((d) => d.startsWith('@llamux+'))).toEqual([expect.stringMatching(/^@llamux\+linux-x64@/)]);
+    expect(existsSync(join(dir, 'node_modules', 'llamux', 'build'))).toBe(false);
+    const run = must(sh(process.execPath, ['app.mjs', tinyModelPath, scripted.path, main.prompt], dir), 'the pnpm app');
+    const out = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    expect(out.tinyGenerated).toBe(8);
+    expect(JSON.parse(out.toolResult as string)).toEqual({ city: 'Paris', forecast: 'sunny' });
+  }, 10 * MINUTE);
+
   it('without optional dependencies: the install says which package is missing (no compiler here)', () => {
     const dir = newProject('omit optional app');
     const env = { ...registry.env, PATH: pathWithoutCompilers() };
