@@ -26,6 +26,7 @@ const env = { ...process.env, LLAMUX_GPU: 'vulkan', LLAMUX_BUILD_DIR: 'build-vul
 let r = spawnSync(process.execPath, [join(root, 'scripts', 'build-native.mjs')], { cwd: root, env, stdio: 'inherit' });
 if (r.status !== 0) process.exit(r.status ?? 1);
 console.log(`test:vulkan: backend built in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
-const vitest = createRequire(join(root, 'package.json')).resolve('vitest/vitest.mjs');
+// vitest's bin through module resolution (the package exports no path to it)
+const vitest = join(dirname(createRequire(join(root, 'package.json')).resolve('vitest/package.json')), 'vitest.mjs');
 r = spawnSync(process.execPath, [vitest, 'run', '--config', 'vitest.vulkan.config.ts', ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' });
 process.exit(r.status ?? 1);
