@@ -141,3 +141,31 @@ export async function publishDependencies(registry: Registry, scratch: string): 
   }
   return infos.length;
 }
+
+export interface PackedPackage {
+  name: string;
+  tarball: string;
+  size: number;
+  unpackedSize: number;
+}
+
+/** scripts/platform-packages.mjs into `work`/packages (extra arguments: `--gpu vulkan=...`),
+ * a registry in `work`/registry with llamux's dependencies, then every package published with
+ * `npm publish`: the platform and GPU packages first, llamux last (as a release does). */
+export async function registryWithLlamux(work: string, args: string[] = []): Promise<{ registry: Registry; packages: PackedPackage[] }> {
+  const built = spawnSync(process.execPath, [join(projectRoot, 'scripts', 'platform-packages.mjs'), '--out', join(work, 'packages'), ...args], { cwd: projectRoot, encoding: 'utf8', maxBuffer: 1 << 28 });
+  if (built.status !== 0) throw new Error(`scripts/platform-packages.mjs failed (${built.status ?? built.signal}):\n${built.stderr.slice(-4000)}`);
+  const packages = (JSON.parse(built.stdout.trim().split('\n').pop()!) as { packages: PackedPackage[] }).packages;
+  for (const p of packages) console.log(`llamux registry: ${p.name}: ${(p.size / 1e6).toFixed(1)} MB packed, ${(p.unpackedSize / 1e6).toFixed(1)} MB unpacked`);
+  const registry = await startRegistry(join(work, 'registry'));
+  const n = await publishDependencies(registry, join(work, 'deps'));
+  console.log(`llamux registry: ${n} dependency tarballs published to ${registry.url}`);
+  for (const p of [...packages.filter((p) => p.name !== 'llamux'), ...packages.filter((p) => p.name === 'llamux')]) {
+    const r = spawnSync('npm', ['publish', p.tarball, '--registry', registry.url, '--ignore-scripts'], { cwd: work, env: registry.env, encoding: 'utf8' });
+    if (r.status !== 0) {
+      registry.stop();
+      throw new Error(`npm publish ${p.name} failed:\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-4000)}`);
+    }
+  }
+  return { registry, packages };
+}

@@ -11,7 +11,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publishDependencies, startRegistry, type Registry } from '../helpers/registry.js';
+import { registryWithLlamux, type PackedPackage, type Registry } from '../helpers/registry.js';
 import { script, testModel } from '../helpers/models.js';
 import { projectRoot, tinyModelPath } from '../helpers/paths.js';
 
@@ -21,7 +21,7 @@ const main = script('single-marker');
 const work = mkdtempSync(join(tmpdir(), 'llamux registry '));
 const isLinuxX64 = process.platform === 'linux' && process.arch === 'x64';
 let registry: Registry;
-let packages: Array<{ name: string; tarball: string; size: number; unpackedSize: number }> = [];
+let packages: PackedPackage[] = [];
 
 function sh(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env): SpawnSyncReturns<string> {
   return spawnSync(cmd, args, { cwd, env, encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
@@ -55,16 +55,7 @@ function duMb(path: string): number {
 }
 
 beforeAll(async () => {
-  const built = must(sh(process.execPath, [join(projectRoot, 'scripts', 'platform-packages.mjs'), '--out', join(work, 'packages')], projectRoot), 'scripts/platform-packages.mjs');
-  packages = (JSON.parse(built.stdout.trim().split('\n').pop()!) as { packages: typeof packages }).packages;
-  for (const p of packages) console.log(`llamux registry: ${p.name}: ${(p.size / 1e6).toFixed(1)} MB packed, ${(p.unpackedSize / 1e6).toFixed(1)} MB unpacked`);
-  registry = await startRegistry(join(work, 'registry'));
-  const n = await publishDependencies(registry, join(work, 'deps'));
-  console.log(`llamux registry: ${n} dependency tarballs published to ${registry.url}`);
-  // the platform packages first, then llamux (as a release publishes them)
-  for (const p of [...packages.filter((p) => p.name !== 'llamux'), ...packages.filter((p) => p.name === 'llamux')]) {
-    must(sh('npm', ['publish', p.tarball, '--registry', registry.url, '--ignore-scripts'], work, registry.env), `npm publish ${p.name}`);
-  }
+  ({ registry, packages } = await registryWithLlamux(work));
 }, 30 * MINUTE);
 
 afterAll(() => {

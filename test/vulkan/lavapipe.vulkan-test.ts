@@ -12,6 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ScriptedModelDescription } from '../../src/gguf/scripted.js';
 import { projectRoot } from '../helpers/paths.js';
+import { registryWithLlamux, type Registry } from '../helpers/registry.js';
 
 const library = process.env.LLAMUX_VULKAN_LIBRARY ?? join(projectRoot, 'build-vulkan', 'Release', 'libggml-vulkan.so');
 const fixtures = join(projectRoot, '.cache', 'test-models');
@@ -21,7 +22,11 @@ const work = mkdtempSync(join(tmpdir(), 'llamux vulkan '));
 // lavapipe is a CPU-type device, which ggml-vulkan skips unless asked for by index
 const VK = { GGML_VK_VISIBLE_DEVICES: '0' };
 
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+let registry: Registry | undefined;
+afterAll(() => {
+  registry?.stop();
+  rmSync(work, { recursive: true, force: true });
+});
 
 interface Run {
   devices: Array<{ name: string; description: string; type: string }>;
@@ -85,5 +90,33 @@ describe('Vulkan on lavapipe', () => {
     expect(none.gpuPackages[0]).toMatchObject({ ok: false });
     expect(none.gpuPackages[0]!.reason).toMatch(/found no device/);
     expect(none.loaded).not.toContain('libggml-vulkan.so');
+  }, 30 * 60_000);
+
+  it('from a registry: npm install llamux @llamux/linux-x64-vulkan in a fresh app runs on the device', async () => {
+    const made = await registryWithLlamux(join(work, 'reg'), ['--gpu', `vulkan=${join(library, '..')}`]);
+    registry = made.registry;
+    const vk = made.packages.find((p) => p.name === '@llamux/linux-x64-vulkan')!;
+    console.log(`llamux vulkan: @llamux/linux-x64-vulkan ${(vk.size / 1e6).toFixed(1)} MB packed, ${(vk.unpackedSize / 1e6).toFixed(1)} MB unpacked`);
+    const app = join(work, 'registry app');
+    mkdirSync(app, { recursive: true });
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'vk-registry-app', private: true, type: 'module' }));
+    const i = spawnSync('npm', ['install', 'llamux', '@llamux/linux-x64-vulkan'], { cwd: app, env: registry.env, encoding: 'utf8' });
+    expect(i.status, i.stderr).toBe(0);
+    expect(readdirSync(join(app, 'node_modules', '@llamux')).sort()).toEqual(['linux-x64', 'linux-x64-vulkan']);
+    const d = JSON.parse(readFileSync(join(fixtures, 'single-marker.json'), 'utf8')) as ScriptedModelDescription;
+    const s = d.scripts.main!;
+    const code = `
+      import { loadModel, systemInfo } from 'llamux';
+      const info = systemInfo();
+      const model = await loadModel(${JSON.stringify(d.path)}, { gpuLayers: 999 });
+      const ctx = await model.createContext({ contextSize: 512, sequences: 1, threads: 1, batchThreads: 1, toolCallMarkers: false });
+      const r = await ctx.complete({ prompt: ${JSON.stringify(s.promptTokens)}, temperature: 0, emitTokenIds: true });
+      console.log(JSON.stringify({ gpuPackages: info.gpuPackages, loaded: info.loadedBackends, tokens: Array.from(r.tokens) }));`;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { cwd: app, env: { ...process.env, ...VK }, encoding: 'utf8', timeout: 10 * 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { gpuPackages: Array<{ name: string; ok: boolean; devices: string[] }>; loaded: string[]; tokens: number[] };
+    expect(out.gpuPackages).toMatchObject([{ name: '@llamux/linux-x64-vulkan', ok: true, devices: ['Vulkan0'] }]);
+    expect(out.loaded).toContain('libggml-vulkan.so');
+    expect(out.tokens).toEqual([...s.greedy]);
   }, 30 * 60_000);
 });
