@@ -164,6 +164,7 @@ manifest.files = pkg.files.filter((f) => f !== 'prebuilds');
 // a published package runs only its install step; the rest are the checkout's
 manifest.scripts = { install: pkg.scripts.install };
 delete manifest.devDependencies;
+delete manifest.overrides; // the checkout's (verdaccio's audit plugin)
 manifest.optionalDependencies = Object.fromEntries(platforms.map((p) => [p.name, pkg.version]));
 // optional peers: pnpm links an app's GPU package into llamux's own node_modules
 const gpuNames = ['cuda', 'vulkan'].flatMap((b) => platforms.map((p) => `${p.name}-${b}`));

@@ -18,10 +18,12 @@ import { delimiter, dirname, join } from 'node:path';
 /** The GPU backends a package may exist for, in the order they are tried. */
 export const GPU_BACKENDS = ['cuda', 'vulkan'] as const;
 
+let musl: boolean | undefined;
 function isMusl(): boolean {
   if (process.platform !== 'linux') return false;
-  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
-  return !header?.glibcVersionRuntime;
+  // a process report is the one libc fact Node exposes; made once
+  musl ??= !(process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header?.glibcVersionRuntime;
+  return musl;
 }
 
 /** @llamux/linux-x64, @llamux/darwin-arm64, @llamux/linux-x64-musl, ... */
