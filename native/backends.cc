@@ -94,6 +94,24 @@ void Load(const fs::path &dir, BackendReport *r) {
   }
   std::sort(cpu.begin(), cpu.end());
   std::sort(others.begin(), others.end());
+  // GPU backends from packages outside this folder (@llamux/<platform>-vulkan, ...): src/binding.ts
+  // names them after a child process has loaded them without crashing. They resolve
+  // libllamux-ggml-base by its soname, already loaded from this folder.
+  if (const char *extra = std::getenv("LLAMUX_BACKEND_FILES"); extra != nullptr && *extra != '\0') {
+#ifndef _WIN32
+    constexpr char kSep = ':';
+#else
+    constexpr char kSep = ';';
+#endif
+    std::vector<fs::path> files;
+    for (std::string list = extra; !list.empty();) {
+      size_t end = list.find(kSep);
+      std::string item = list.substr(0, end);
+      if (!item.empty()) files.emplace_back(item);
+      list = end == std::string::npos ? std::string() : list.substr(end + 1);
+    }
+    others.insert(others.begin(), files.begin(), files.end());
+  }
   // GPU and RPC backends first: llama.cpp orders devices by registration.
   for (const auto &file : others) {
     if (ggml_backend_load(file.string().c_str()) != nullptr) r->loaded.push_back(file.filename().string());

@@ -18,6 +18,7 @@ struct BackendReport {
 
 // Loads the backends (once per process; later calls return the first report).
 // LLAMUX_CPU_VARIANT=<name> forces a CPU variant (benchmarks, troubleshooting).
+// LLAMUX_BACKEND_FILES=<file>[:<file>] loads these backend libraries too, before the folder's.
 const BackendReport &LoadBackends();
 
 }  // namespace llamux

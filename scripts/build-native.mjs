@@ -21,6 +21,8 @@
 //   LLAMUX_NATIVE=1    one static binary tuned to this CPU (-march=native); not portable
 //   LLAMUX_DEBUG=1     Debug build
 //   LLAMUX_BUILD_DIR   cmake build folder (default build/)
+//   LLAMUX_BUILD_TARGET  build only this cmake target (e.g. ggml-vulkan: a GPU backend
+//                      library for a GPU package, scripts/platform-packages.mjs)
 //   LLAMUX_CMAKE_ARGS  extra cmake definitions ("GGML_CUDA_F16=ON ...")
 //   LLAMUX_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (llama.cpp and the addon)
 //   LLAMUX_CPU_VARIANTS  x86 CPU variants: host (a checkout's default), shipped (the default
@@ -70,7 +72,8 @@ function findBundle() {
 }
 
 // What the library build reads from llama.cpp; tests, docs, models, examples, tools, python
-// and CI stay behind. Every ggml backend's source stays, so CUDA/Vulkan/Metal builds work.
+// and CI stay behind. Every ggml backend's source stays here, so CUDA/Vulkan/Metal builds work;
+// the package's "files" leaves out the backends llamux never builds (SYCL, OpenCL, CANN, ...).
 export const LLAMA_CPP_PATHS = ['CMakeLists.txt', 'LICENSE', 'licenses', 'cmake', 'include', 'src', 'ggml/CMakeLists.txt', 'ggml/cmake', 'ggml/include', 'ggml/src', 'vendor'];
 const LLAMA_CPP_EXCLUDES = ['vendor/cpp-httplib', '**/.gitignore', '**/*.md'];
 
@@ -179,7 +182,8 @@ export function build() {
   // (same deps/llama.cpp, same build/) share cached objects.
   const env = { ...process.env, CCACHE_BASEDIR: process.env.CCACHE_BASEDIR ?? root };
   run(process.execPath, [cmakeJs, 'configure', ...args], { env });
-  run(process.execPath, [cmakeJs, 'build', ...args], { env });
+  const target = process.env.LLAMUX_BUILD_TARGET;
+  run(process.execPath, [cmakeJs, 'build', ...args, ...(target ? ['--target', target] : [])], { env });
   const release = join(out, process.env.LLAMUX_DEBUG === '1' ? 'Debug' : 'Release');
   // What was built, read by the prebuild step and by `llamux inspect`.
   const cpu = native ? [] : readdirSync(release).map((f) => /^(?:lib)?ggml-cpu-(.+)\.(?:so|dll)$/.exec(f)?.[1]).filter(Boolean).sort();

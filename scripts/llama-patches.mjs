@@ -492,6 +492,26 @@ static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
       },
     ],
   },
+  {
+    id: 'vulkan-headers-1.3.239',
+    // Debian 12's libvulkan-dev (Vulkan headers 1.3.239) predates VK_EXT_layer_settings (1.3.261),
+    // which ggml-vulkan uses only to ask the validation layer (GGML_VULKAN_VALIDATE) for its
+    // best-practice checks. With older headers the instance is created without that request,
+    // so the backend builds from Debian's packages (issue 28, `npm run test:vulkan`).
+    file: 'ggml/src/ggml-vulkan/ggml-vulkan.cpp',
+    edits: [
+      {
+        find: '    VkBool32 enable_best_practice = layer_settings;\n',
+        replace: '#if defined(VK_EXT_layer_settings)\n    VkBool32 enable_best_practice = layer_settings;\n',
+      },
+      {
+        find: '    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, extensions, &layer_setting_info);\n',
+        replace:
+          '    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, extensions, &layer_setting_info);\n' +
+          '#else\n    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, extensions);\n#endif\n',
+      },
+    ],
+  },
 ];
 
 /** What deps/llama.cpp records: each patch's id and a digest of its edits, so a checkout

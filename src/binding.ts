@@ -2,6 +2,7 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { backendFilesValue, findGpuPackages, type GpuPackage, locateAddon, platformPackageName, probeGpuPackage } from './addon-locate.js';
 import { LlamuxError } from './errors.js';
 
 export interface NativeLoadOptions {
@@ -429,36 +430,51 @@ function loadFailure(tried: string, err: unknown): LlamuxError {
       `Tried: ${tried}\n` +
       `Cause: ${cause}\n` +
       'Possible solutions:\n' +
+      `- install the prebuilt addon for this platform: npm install ${platformPackageName()} (npm installs it with llamux unless optional dependencies are omitted)\n` +
       '- reinstall so the install step can use a prebuilt binary or build one: npm rebuild llamux\n' +
       '- build from source (needs cmake 3.18+ and a C++17 compiler): LLAMUX_BUILD_FROM_SOURCE=1 npm rebuild llamux\n' +
-      '- in an Electron app, unpack the native files from the asar archive (asarUnpack: "**/node_modules/llamux/{build,prebuilds}/**")\n' +
+      '- in an Electron app, unpack the native files from the asar archive (asarUnpack: ["**/node_modules/llamux/{build,prebuilds}/**", "**/node_modules/@llamux/**"])\n' +
       '- see docs/troubleshooting.md',
     { cause: err },
   );
 }
 
+/** The GPU backend packages found at load time and whether their check passed. */
+export const gpuPackages: GpuPackage[] = [];
+
 function load(): NativeBinding {
   const require = createRequire(import.meta.url);
-  // LLAMUX_NATIVE_PATH loads a specific build (e.g. the sanitizer build of `npm run test:asan`).
-  let file = process.env.LLAMUX_NATIVE_PATH;
-  if (!file) {
-    try {
-      // node-gyp-build through normal module resolution: wherever npm, pnpm or yarn put it.
-      const nodeGypBuild = require('node-gyp-build') as { resolve(dir: string): string };
-      file = nodeGypBuild.resolve(packageRoot);
-    } catch (err) {
-      throw loadFailure(`a prebuilt binary in ${join(packageRoot, 'prebuilds')} and a build in ${join(packageRoot, 'build', 'Release')}: none fits`, err);
+  const choice = locateAddon(packageRoot);
+  if (!choice.file) {
+    throw loadFailure(choice.tried.join('; '), new Error(`no native addon found; the usual one comes from the package ${platformPackageName()}`));
+  }
+  const file = choice.file;
+  // GPU packages: checked in a child process first, then named to the addon through
+  // LLAMUX_BACKEND_FILES (read once, when the backends load in systemInfo() below).
+  const userFiles = process.env.LLAMUX_BACKEND_FILES;
+  if (userFiles === undefined && process.env.LLAMUX_GPU_PACKAGES !== 'off') {
+    for (const pkg of findGpuPackages(packageRoot)) {
+      const checked = probeGpuPackage(file, pkg);
+      gpuPackages.push(checked);
+      if (!checked.ok) {
+        process.emitWarning(`llamux: the GPU backend package ${checked.name} is not used (${checked.reason}); running on the CPU. LLAMUX_GPU_PACKAGES=off skips the check.`, { code: 'LLAMUX_GPU_BACKEND_UNAVAILABLE' });
+      }
     }
+    const files = backendFilesValue(gpuPackages);
+    if (files) process.env.LLAMUX_BACKEND_FILES = files;
   }
   let binding: NativeBinding;
   try {
     binding = require(file) as NativeBinding;
+    // A binary that loads but finds no CPU backend it can run (missing or foreign files).
+    const info = binding.systemInfo();
+    if (info.backendError) throw new Error(info.backendError);
   } catch (err) {
-    throw loadFailure(file, err);
+    throw loadFailure(`${file} (${choice.source})`, err);
+  } finally {
+    // Child processes (rpc-server, workers) run their own check.
+    if (userFiles === undefined) delete process.env.LLAMUX_BACKEND_FILES;
   }
-  // A binary that loads but finds no CPU backend it can run (missing or foreign files).
-  const info = binding.systemInfo();
-  if (info.backendError) throw loadFailure(file, new Error(info.backendError));
   return binding;
 }
 

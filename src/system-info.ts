@@ -2,7 +2,7 @@
 // it, the devices llama.cpp sees. Printed with every benchmark table and by `llamux inspect`.
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { native } from './binding.js';
+import { gpuPackages, native } from './binding.js';
 
 export interface SystemInfo {
   /** CPU model name, e.g. "AMD EPYC 9B14". */
@@ -21,6 +21,9 @@ export interface SystemInfo {
   cpuVariants: Array<{ name: string; score: number }>;
   /** Backend libraries loaded (CPU variant, RPC, GPU). */
   loadedBackends: string[];
+  /** GPU backend packages found (@llamux/linux-x64-vulkan, ...): whether their check in a
+   * child process passed (then their library is in loadedBackends), why not, the devices. */
+  gpuPackages: Array<{ name: string; library: string; ok: boolean; reason?: string; devices: string[] }>;
   /** Devices llama.cpp can place layers on. */
   devices: Array<{ name: string; description: string; type: 'cpu' | 'gpu' | 'igpu' | 'accel'; memoryFree: number; memoryTotal: number }>;
   supportsGpuOffload: boolean;
@@ -58,6 +61,7 @@ export function systemInfo(): SystemInfo {
       return { name: v.slice(0, i), score: Number(v.slice(i + 1)) };
     }),
     loadedBackends: n.loadedBackends,
+    gpuPackages: gpuPackages.map((p) => ({ name: p.name, library: p.library, ok: p.ok, ...(p.reason !== undefined ? { reason: p.reason } : {}), devices: p.devices })),
     devices: n.devices,
     supportsGpuOffload: n.supportsGpuOffload,
     supportsMmap: n.supportsMmap,

@@ -18,7 +18,7 @@ describe('examples/electron', () => {
   };
 
   it('unpacks the addon and the libraries beside it from the asar, together', () => {
-    expect(pkg.build.asarUnpack).toEqual(expect.arrayContaining(['node_modules/llamux/prebuilds/**', 'node_modules/llamux/build/Release/**', '**/*.node']));
+    expect(pkg.build.asarUnpack).toEqual(expect.arrayContaining(['node_modules/llamux/prebuilds/**', 'node_modules/llamux/build/Release/**', 'node_modules/@llamux/**', '**/*.node']));
     expect(pkg.build.npmRebuild).toBe(false);
     for (const f of pkg.build.files.filter((x) => !x.includes('*'))) expect(() => read(f), f).not.toThrow();
     expect(pkg.build.files).toContain(pkg.main);
