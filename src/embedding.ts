@@ -102,9 +102,11 @@ export interface EmbedPort {
   changed(): void;
 }
 
-async function tokenize(model: Model, input: string | Int32Array | number[], signal: AbortSignal | undefined): Promise<Int32Array> {
+// Without the signal: one listener per input would pile up on a long list; tokenizing is
+// bounded, and the signal is checked once the tokens are there.
+async function tokenize(model: Model, input: string | Int32Array | number[]): Promise<Int32Array> {
   if (typeof input !== 'string') return toInt32Array(input);
-  return model.tokenizeAsync(input, { addSpecial: true, parseSpecial: false, ...(signal ? { signal } : {}) });
+  return model.tokenizeAsync(input, { addSpecial: true, parseSpecial: false });
 }
 
 /** Submits one job and waits for its vectors (one `dims`-long vector per input). */
@@ -144,7 +146,7 @@ export async function embed(port: EmbedPort, inputs: unknown, options: EmbedOpti
   const o = parseOptions(EmbedOptionsSchema, options, 'embed options');
   const list = parseOptions(EmbedInputsSchema, inputs, 'embed inputs');
   const arr = typeof list === 'string' ? [list] : list;
-  const tokens = await Promise.all(arr.map((x) => tokenize(port.model, x, o.signal)));
+  const tokens = await Promise.all(arr.map((x) => tokenize(port.model, x)));
   const r = await run(port, tokens, POOLING[o.pooling], o.signal);
   const embeddings: Float32Array[] = [];
   for (let i = 0; i < tokens.length; i++) {
@@ -168,9 +170,9 @@ export function normalizeInPlace(v: Float32Array): void {
  * and `{document}` filled in when it has one, else BOS, query, separator, document, separator
  * (the separator: SEP where the vocabulary adds one, e.g. BERT's [CLS] q [SEP] d [SEP], else EOS).
  */
-async function pairTokens(model: Model, query: string, doc: string, signal: AbortSignal | undefined): Promise<Int32Array> {
+async function pairTokens(model: Model, query: string, doc: string): Promise<Int32Array> {
   const template = model.getMetadata('tokenizer.chat_template.rerank');
-  const opts = (addSpecial: boolean, parseSpecial: boolean) => ({ addSpecial, parseSpecial, ...(signal ? { signal } : {}) });
+  const opts = (addSpecial: boolean, parseSpecial: boolean) => ({ addSpecial, parseSpecial });
   if (template !== undefined) {
     return model.tokenizeAsync(template.replaceAll('{query}', query).replaceAll('{document}', doc), opts(false, true));
   }
@@ -192,7 +194,7 @@ export async function rerank(port: EmbedPort, query: unknown, documents: unknown
   const o = parseOptions(RerankOptionsSchema, options, 'rerank options');
   const q = parseOptions(z.string(), query, 'rerank query');
   const docs = parseOptions(z.array(z.string()).min(1, 'expected at least one document'), documents, 'rerank documents');
-  const tokens = await Promise.all(docs.map((d) => pairTokens(port.model, q, d, o.signal)));
+  const tokens = await Promise.all(docs.map((d) => pairTokens(port.model, q, d)));
   const r = await run(port, tokens, RANK, o.signal);
   // n_cls_out scores per pair: the first is the relevance score
   const results = docs.map((_, index) => ({ index, score: r.data[index * r.dims]! }));

@@ -19,6 +19,7 @@ import { val } from '../types.js';
 import type { GgufSpec, GgufValue } from '../types.js';
 import { writeGgufFile } from '../writer.js';
 import { DEFAULT_SCALES, loadZooVocab, ZooBuilder } from './builder.js';
+import type { ZooSuccessors } from './builder.js';
 import { buildZooSpec } from './index.js';
 
 /** llama.cpp's `enum llama_pooling_type` values as written in `<arch>.pooling_type`. */
@@ -42,6 +43,8 @@ export interface EmbeddingModelDescription {
   /** Positions the encoder has (BERT: learned position embeddings). */
   readonly contextLength: number;
   readonly causal: boolean;
+  /** qwen3-embed: the zoo's greedy construction ({@link zooGreedyChain}) still holds for generation. */
+  readonly successors?: ZooSuccessors;
 }
 
 /** BERT dims: small enough to compute a float64 reference in tests. */
@@ -114,7 +117,7 @@ export async function buildEmbeddingSpec(
     const d = built.description;
     return {
       spec: { metadata, tensors: built.spec.tensors },
-      description: { name, arch: 'qwen3', nEmbd: d.nEmbd, nLayer: d.nLayer, nVocab: d.nVocab, pooling: 'last', contextLength: 40960, causal: true },
+      description: { name, arch: 'qwen3', nEmbd: d.nEmbd, nLayer: d.nLayer, nVocab: d.nVocab, pooling: 'last', contextLength: 40960, causal: true, successors: d.successors },
     };
   }
   const rank = name === 'bert-rank';
