@@ -151,7 +151,8 @@ void Embedder::Done(EmbedJob &job) {
   emit_(std::move(ev));
 }
 
-void Embedder::Step() {
+void Embedder::Step(uint32_t maxTokens) {
+  const uint32_t budget = std::max<uint32_t>(1, std::min(maxTokens, batchSize_));
   if (jobs_.empty()) return;
   const int32_t pooling = jobs_.front()->pooling;
   std::string error;
@@ -179,7 +180,7 @@ void Embedder::Step() {
     bool full = false;
     for (size_t idx = j.next; idx < j.inputs.size(); idx++) {
       const auto &in = j.inputs[idx];
-      if (slots.size() >= kMaxSeqs || batch_.n_tokens + in.size() > batchSize_) {
+      if (slots.size() >= kMaxSeqs || (!slots.empty() && batch_.n_tokens + in.size() > budget)) {
         full = true;
         break;
       }

@@ -49,8 +49,9 @@ class Embedder {
   void Add(std::unique_ptr<EmbedJob> job);
   void Cancel(uint64_t id);
   bool Pending() const { return !jobs_.empty(); }
-  // Runs one embedding batch (the oldest job's pooling, as many inputs as fit).
-  void Step();
+  // Runs one embedding batch: the oldest job's pooling, inputs in order while they fit
+  // `maxTokens` (at least one input, whatever its size).
+  void Step(uint32_t maxTokens);
   // Ends every queued job with DISPOSED.
   void FailAll(ErrorCode code, const std::string &message);
 

@@ -392,7 +392,11 @@ void Scheduler::Run() {
       progressed = Admit();
       SpillTaxingIdleKv();
       if (batch_->Build(active_)) DecodeBatch();
-      embedder_->Step();  // one embedding batch beside each generation batch
+      // One embedding batch beside each generation batch; while requests decode it takes the
+      // prompt-chunk budget (prefillChunk), as a prompt would.
+      bool decoding = false;
+      for (auto &rp : active_) decoding = decoding || (!rp->done && !rp->paused);
+      embedder_->Step(decoding && cfg_.prefillChunk > 0 ? cfg_.prefillChunk : cfg_.batchSize);
     } catch (const std::exception &e) {
       // A C++ exception must never leave the engine thread: fail what was running, go on.
       for (auto &rp : active_) {

@@ -57,6 +57,8 @@ export interface LlamaServerOptions {
   ctx: number;
   parallel: number;
   threads: number;
+  /** More flags, after the defaults (a repeated flag wins: `-b 2048`, `--embeddings`). */
+  extraArgs?: string[];
 }
 
 export interface LlamaServerHandle {
@@ -68,7 +70,7 @@ export interface LlamaServerHandle {
 export async function startLlamaServer(bin: string, model: string, o: LlamaServerOptions): Promise<LlamaServerHandle> {
   const port = await freePort();
   const child: ChildProcess = spawn(bin, ['-m', model, '--host', '127.0.0.1', '--port', String(port), '-c', String(o.ctx), '-np', String(o.parallel),
-    '-t', String(o.threads), '-tb', String(o.threads), '-b', '512', '--no-warmup'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    '-t', String(o.threads), '-tb', String(o.threads), '-b', '512', '--no-warmup', ...(o.extraArgs ?? [])], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);

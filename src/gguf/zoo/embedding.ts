@@ -52,12 +52,25 @@ export const BERT_DIMS = { nEmbd: 64, nLayer: 2, nHead: 2, nFf: 128, contextLeng
 
 const BERT_VOCAB = { file: 'ggml-vocab-bert-bge.gguf' } as const;
 
-async function bertSpec(vocabDir: string, seed: number, rank: boolean): Promise<{ spec: GgufSpec; nVocab: number }> {
-  const { nEmbd: E, nLayer, nHead, nFf, contextLength, eps } = BERT_DIMS;
+/** The shape of a generated BERT (default {@link BERT_DIMS}; benchmarks use bge-small's). */
+export interface BertDims {
+  readonly nEmbd: number;
+  readonly nLayer: number;
+  readonly nHead: number;
+  readonly nFf: number;
+  readonly contextLength: number;
+  readonly eps: number;
+}
+
+/** bge-small-en-v1.5's shape (33 M parameters): a realistic cost for benchmarks. */
+export const BGE_SMALL_DIMS: BertDims = { nEmbd: 384, nLayer: 12, nHead: 12, nFf: 1536, contextLength: 512, eps: 1e-12 };
+
+async function bertSpec(vocabDir: string, seed: number, rank: boolean, dims: BertDims = BERT_DIMS, blockType: 'F32' | 'F16' = 'F32'): Promise<{ spec: GgufSpec; nVocab: number }> {
+  const { nEmbd: E, nLayer, nHead, nFf, contextLength, eps } = dims;
   const vocab = await loadZooVocab(vocabDir, BERT_VOCAB);
   const nVocab = vocab.tokens.length;
   const name = rank ? 'bert-rank' : 'bert';
-  const b = new ZooBuilder('bert', hashSeed(seed, `embed:${name}`), DEFAULT_SCALES, 'F32');
+  const b = new ZooBuilder('bert', hashSeed(seed, `embed:${name}`), DEFAULT_SCALES, blockType);
   b.kv('feed_forward_length', val.u32(nFf))
     .kv('attention.head_count', val.u32(nHead))
     .kv('attention.layer_norm_epsilon', val.f32(eps))
@@ -103,6 +116,17 @@ async function bertSpec(vocabDir: string, seed: number, rank: boolean): Promise<
     ...vocab.metadata,
   ];
   return { spec: { metadata, tensors: b.tensors }, nVocab };
+}
+
+/** Writes a random-weight BERT encoder of any shape (benchmarks), with the bge vocabulary. */
+export async function writeBertModel(
+  path: string,
+  vocabDir: string,
+  options: { dims: BertDims; rank?: boolean; seed?: number; blockType?: 'F32' | 'F16' },
+): Promise<{ path: string; fileSize: number }> {
+  const { spec } = await bertSpec(vocabDir, options.seed ?? 1, options.rank ?? false, options.dims, options.blockType ?? 'F32');
+  const layout = await writeGgufFile(path, spec);
+  return { path, fileSize: layout.fileSize };
 }
 
 /** Builds the GGUF content of an embedding model. */
