@@ -6,7 +6,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import OpenAI from 'openai';
 import { packageRoot } from '../../src/binding.js';
 import { progress } from '../report.js';
@@ -70,7 +70,11 @@ export interface LlamaServerHandle {
 export async function startLlamaServer(bin: string, model: string, o: LlamaServerOptions): Promise<LlamaServerHandle> {
   const port = await freePort();
   const child: ChildProcess = spawn(bin, ['-m', model, '--host', '127.0.0.1', '--port', String(port), '-c', String(o.ctx), '-np', String(o.parallel),
-    '-t', String(o.threads), '-tb', String(o.threads), '-b', '512', '--no-warmup', ...(o.extraArgs ?? [])], { stdio: ['ignore', 'ignore', 'pipe'] });
+    '-t', String(o.threads), '-tb', String(o.threads), '-b', '512', '--no-warmup', ...(o.extraArgs ?? [])], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    // its libraries sit beside it: a build folder copied from another checkout keeps a RUNPATH to the old place
+    env: { ...process.env, LD_LIBRARY_PATH: [dirname(bin), process.env.LD_LIBRARY_PATH].filter(Boolean).join(':') },
+  });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);

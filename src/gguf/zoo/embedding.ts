@@ -78,8 +78,9 @@ async function bertSpec(vocabDir: string, seed: number, rank: boolean, dims: Ber
     .kv('pooling_type', val.u32(rank ? POOLING_TYPE.rank : POOLING_TYPE.mean));
   // Token rows ±1 so every token is far from the others; positions and token types small.
   b.rand('token_embd.weight', [E, nVocab], 1, 'F16')
-    .rand('token_types.weight', [E, 2], 0.1)
-    .rand('position_embd.weight', [E, contextLength], 0.1)
+    // F32 whatever the block type: BERT adds the type row with ggml_add, which takes no F16 operand
+    .rand('token_types.weight', [E, 2], 0.1, 'F32')
+    .rand('position_embd.weight', [E, contextLength], 0.1, 'F32')
     .fill('token_embd_norm.weight', [E])
     .rand('token_embd_norm.bias', [E], 0.05);
   for (let i = 0; i < nLayer; i++) {
