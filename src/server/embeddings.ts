@@ -76,7 +76,10 @@ async function handleEmbeddings(req: IncomingMessage, res: ServerResponse, o: Em
   if (body.dimensions != null && body.dimensions > n) {
     throw new HttpError(400, 'invalid_request', `dimensions must be at most ${n} for this model`, 'dimensions');
   }
-  const r = await clientError(o.context.embed(inputs, { signal: o.signal }));
+  // A model that declares no pooling (a chat model) is mean-pooled, as llama-server --embeddings --pooling mean.
+  const m = o.context.model;
+  const declared = Number(m.getMetadata(`${m.metadata.architecture}.pooling_type`) ?? 0);
+  const r = await clientError(o.context.embed(inputs, { signal: o.signal, pooling: declared > 0 ? 'model' : 'mean' }));
   const data = r.embeddings.map((v, index) => {
     let e = v;
     if (body.dimensions != null && body.dimensions < v.length) {

@@ -8,6 +8,7 @@ import { BERT_DIMS } from '../../src/gguf/zoo/embedding.js';
 import { loadModel, type Model } from '../../src/index.js';
 import { createServer, type LlamuxServer } from '../../src/server/index.js';
 import { bertReference, embeddingModels, maxAbsDiff, norm, unit, type BertReference } from '../helpers/embedding.js';
+import { zooModels } from '../helpers/zoo.js';
 import { openaiFor } from './clients.js';
 
 async function caught(p: Promise<unknown>): Promise<Error & { status?: number; error?: unknown }> {
@@ -165,5 +166,32 @@ describe('/v1/rerank on a BERT reranker', () => {
     const e = await caught(openai.embeddings.create({ model: 'm', input: 'a' }));
     expect(e.status).toBe(400);
     expect(e.message).toMatch(/reranker/);
+  });
+});
+
+describe('/v1/embeddings on a chat model (no pooling declared)', () => {
+  it('mean-pools, beside a chat completion on the same server', async () => {
+    const zoo = await zooModels(['llama']);
+    const model = await loadModel(zoo.llama.path);
+    const server = await createServer({ model, port: 0, ctx: 2048, parallel: 2, threads: 1, log: () => {} });
+    try {
+      const openai = openaiFor(server);
+      const [chat, emb] = await Promise.all([
+        openai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hello there' }], max_tokens: 8, temperature: 0 }),
+        openai.embeddings.create({ model: 'm', input: ['hello there', 'hello there', 'general kenobi'] }),
+      ]);
+      expect(chat.choices[0]!.message.content?.length).toBeGreaterThan(0);
+      expect(emb.data).toHaveLength(3);
+      expect(emb.data[0]!.embedding).toHaveLength(zoo.llama.nEmbd);
+      expect(norm(emb.data[0]!.embedding)).toBeCloseTo(1, 5);
+      expect(emb.data[1]!.embedding).toEqual(emb.data[0]!.embedding);
+      expect(maxAbsDiff(emb.data[2]!.embedding, emb.data[0]!.embedding)).toBeGreaterThan(1e-3);
+      // the same vector as the library's explicit mean pooling
+      const lib = await server.context.embed('general kenobi', { pooling: 'mean' });
+      expect(maxAbsDiff(emb.data[2]!.embedding, lib.embeddings[0]!)).toBeLessThan(1e-4);
+    } finally {
+      await server.close();
+      await model.dispose();
+    }
   });
 });
