@@ -64,7 +64,7 @@ export async function runEmbeddingsBench(opts: EmbeddingsBenchOptions = {}): Pro
   const runs = opts.runs ?? (opts.quick ? 1 : 3);
   const batches = [1, 32, 256];
   // texts per measurement at each batch size (requests = texts / batch)
-  const textsPer = (b: number) => (b === 1 ? (opts.quick ? 16 : 48) : b === 32 ? (opts.quick ? 64 : 128) : opts.quick ? 256 : 512);
+  const textsPer = (b: number) => (b === 1 ? (opts.quick ? 16 : 32) : b === 32 ? (opts.quick ? 64 : 128) : 256);
   const load0 = loadavg();
   progress('embeddings: preparing the encoder');
   const path = await ensureEncoder();
@@ -79,8 +79,9 @@ export async function runEmbeddingsBench(opts: EmbeddingsBenchOptions = {}): Pro
     : undefined;
   const results: Record<System, Record<number, number[]>> = { 'llamux server': {}, 'llamux ctx.embed': {}, 'llama-server': {}, 'node-llama-cpp': {} };
   const note = (s: System, b: number, v: number) => ((results[s][b] ??= []).push(v));
-  const timeTexts = async (b: number, fn: (texts: string[]) => Promise<unknown>): Promise<number> => {
-    const total = textsPer(b);
+  // node-llama-cpp embeds one text per call, so a batch is that many calls: fewer texts keep its runs short
+  const timeTexts = async (b: number, fn: (texts: string[]) => Promise<unknown>, cap = Infinity): Promise<number> => {
+    const total = Math.min(textsPer(b), Math.max(b, cap));
     const all = Array.from({ length: total }, (_, i) => benchText(i));
     await fn(all.slice(0, Math.min(b, 8))); // warm-up
     const t0 = performance.now();
@@ -101,7 +102,7 @@ export async function runEmbeddingsBench(opts: EmbeddingsBenchOptions = {}): Pro
             }));
             if (ls) note('llama-server', b, await timeTexts(b, (texts) => ls.openai.embeddings.create({ model: 'bge', input: texts })));
             note('llamux ctx.embed', b, await timeTexts(b, (texts) => server.context.embed(texts)));
-            note('node-llama-cpp', b, await timeTexts(b, (texts) => Promise.all(texts.map((t) => nlcCtx.getEmbeddingFor(t)))));
+            note('node-llama-cpp', b, await timeTexts(b, (texts) => Promise.all(texts.map((t) => nlcCtx.getEmbeddingFor(t))), 32));
           }
         }
       } finally {
@@ -133,7 +134,7 @@ export async function runEmbeddingsBench(opts: EmbeddingsBenchOptions = {}): Pro
   progress('embeddings: generation beside embeddings');
   const dec = await ensureBenchModel('250m-q8_0');
   const genModel = await loadModel(dec.path);
-  const gen = opts.quick ? 48 : 128;
+  const gen = opts.quick ? 48 : 64;
   const beside: { alone: number[]; beside: number[]; embedTps: number[] } = { alone: [], beside: [], embedTps: [] };
   try {
     const ctx = await genModel.createContext({ contextSize: 4096, sequences: 2, threads, batchThreads: threads, toolCallMarkers: false, prefillChunk: 256 });
