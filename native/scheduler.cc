@@ -396,6 +396,11 @@ void Scheduler::Run() {
       // prompt-chunk budget (prefillChunk), as a prompt would.
       bool decoding = false;
       for (auto &rp : active_) decoding = decoding || (!rp->done && !rp->paused);
+      {
+        // an abort meant for a generation request of the decode above must not stop this batch
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!closing_) abortNow_.store(false);
+      }
       embedder_->Step(decoding && cfg_.prefillChunk > 0 ? cfg_.prefillChunk : cfg_.batchSize);
     } catch (const std::exception &e) {
       // A C++ exception must never leave the engine thread: fail what was running, go on.

@@ -218,6 +218,22 @@ describe('decoder with last-token pooling (qwen3 layout, KV cache)', () => {
     beside[0].embeddings.forEach((v, i) => expect(maxAbsDiff(v, alone.embeddings[i]!)).toBeLessThan(1e-4));
     beside[1].embeddings.forEach((v, i) => expect(maxAbsDiff(v, alone.embeddings[i]!)).toBeLessThan(1e-4));
   });
+
+  it('aborting a generation does not stop the embedding batches running beside it', async () => {
+    // several embedding batches (512 tokens each) pending while the generation is cancelled mid-decode
+    const texts = Array.from({ length: 150 }, (_, i) => `abort beside ${i} with a few more words`);
+    for (let round = 0; round < 3; round++) {
+      const ac = new AbortController();
+      const gen = ctx.generate({ prompt: 'one two three', maxTokens: 400, temperature: 0, signal: ac.signal });
+      const emb = ctx.embed(texts);
+      const aborted = (async () => {
+        for await (const ev of gen) if (ev.type === 'text') ac.abort();
+      })();
+      await expect(aborted).rejects.toMatchObject({ code: 'ABORTED' });
+      const r = await emb;
+      expect(r.embeddings).toHaveLength(150);
+    }
+  }, 180_000);
 });
 
 describe('a generative model without a pooling type', () => {
