@@ -257,3 +257,25 @@ describe('a generative model without a pooling type', () => {
     }
   });
 });
+
+describe('recurrent, hybrid and sliding-window decoders (mean pooling)', () => {
+  it.each(['qwen35', 'gemma4'] as const)('%s: a batch gives the single results, unit length', async (arch) => {
+    const zoo = await zooModels([arch]);
+    const model = await loadModel(zoo[arch].path);
+    const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 1024 });
+    try {
+      const texts = ['hello world', 'a second, longer text with more words', 'hello world'];
+      const batch = await ctx.embed(texts, { pooling: 'mean' });
+      expect(batch.dimensions).toBe(zoo[arch].nEmbd);
+      const singles = await Promise.all(texts.map((t) => ctx.embed(t, { pooling: 'mean' })));
+      singles.forEach((s, i) => {
+        expect(norm(batch.embeddings[i]!)).toBeCloseTo(1, 5);
+        expect(maxAbsDiff(s.embeddings[0]!, batch.embeddings[i]!)).toBeLessThan(1e-4);
+      });
+      expect(maxAbsDiff(batch.embeddings[0]!, batch.embeddings[1]!)).toBeGreaterThan(1e-3);
+    } finally {
+      await ctx.dispose();
+      await model.dispose();
+    }
+  }, 180_000);
+});
