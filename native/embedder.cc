@@ -151,9 +151,23 @@ void Embedder::Done(EmbedJob &job) {
   emit_(std::move(ev));
 }
 
-void Embedder::Step(uint32_t maxTokens) {
+void Embedder::OnGenerationTick(double ms) {
+  creditMs_ = std::min(creditMs_ + kShare * ms, 1000.0);
+}
+
+void Embedder::Step(uint32_t maxTokens, bool decoding) {
+  if (!decoding) creditMs_ = 0;  // alone, embeddings owe nothing
+  if (jobs_.empty() || (decoding && creditMs_ < 0)) return;
+  const Clock::time_point t0 = Clock::now();
+  struct Spend {
+    Embedder *e;
+    bool on;
+    Clock::time_point t0;
+    ~Spend() {
+      if (on) e->creditMs_ -= MsBetween(t0, Clock::now());
+    }
+  } spend{this, decoding, t0};
   const uint32_t budget = std::max<uint32_t>(1, std::min(maxTokens, batchSize_));
-  if (jobs_.empty()) return;
   const int32_t pooling = jobs_.front()->pooling;
   std::string error;
   llama_context *ctx = ContextFor(pooling, &error);

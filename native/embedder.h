@@ -50,8 +50,13 @@ class Embedder {
   void Cancel(uint64_t id);
   bool Pending() const { return !jobs_.empty(); }
   // Runs one embedding batch: the oldest job's pooling, inputs in order while they fit
-  // `maxTokens` (at least one input, whatever its size).
-  void Step(uint32_t maxTokens);
+  // `maxTokens` (at least one input, whatever its size). While requests decode (`decoding`),
+  // embeddings yield: a batch runs only with time credit, which each generation tick earns
+  // (kShare of its duration) and each embedding batch spends, so generation keeps about
+  // 1 / (1 + kShare) of its speed on hardware both compete for.
+  void Step(uint32_t maxTokens, bool decoding);
+  void OnGenerationTick(double ms);
+  static constexpr double kShare = 0.25;
   // Ends every queued job with DISPOSED.
   void FailAll(ErrorCode code, const std::string &message);
 
@@ -76,6 +81,7 @@ class Embedder {
   std::vector<PoolingContext> contexts_;
   std::deque<std::unique_ptr<EmbedJob>> jobs_;
   llama_batch batch_{};
+  double creditMs_ = 0;  // may go negative: a long batch is paid back by later ticks
 };
 
 }  // namespace llamux

@@ -391,7 +391,11 @@ void Scheduler::Run() {
     try {
       progressed = Admit();
       SpillTaxingIdleKv();
-      if (batch_->Build(active_)) DecodeBatch();
+      if (batch_->Build(active_)) {
+        Clock::time_point t0 = Clock::now();
+        DecodeBatch();
+        embedder_->OnGenerationTick(MsBetween(t0, Clock::now()));
+      }
       // One embedding batch beside each generation batch; while requests decode it takes the
       // prompt-chunk budget (prefillChunk), as a prompt would.
       bool decoding = false;
@@ -401,7 +405,7 @@ void Scheduler::Run() {
         std::lock_guard<std::mutex> lk(mu_);
         if (!closing_) abortNow_.store(false);
       }
-      embedder_->Step(decoding && cfg_.prefillChunk > 0 ? cfg_.prefillChunk : cfg_.batchSize);
+      embedder_->Step(decoding && cfg_.prefillChunk > 0 ? cfg_.prefillChunk : cfg_.batchSize, decoding);
     } catch (const std::exception &e) {
       // A C++ exception must never leave the engine thread: fail what was running, go on.
       for (auto &rp : active_) {
