@@ -66,126 +66,134 @@ export async function runEmbeddingsBench(opts: EmbeddingsBenchOptions = {}): Pro
   // texts per measurement at each batch size (requests = texts / batch)
   const textsPer = (b: number) => (b === 1 ? (opts.quick ? 16 : 32) : b === 32 ? (opts.quick ? 64 : 128) : 256);
   const load0 = loadavg();
-  progress('embeddings: preparing the encoder');
-  const path = await ensureEncoder();
-  const BATCH = 2048;
-  const model = await loadModel(path);
-  const server = await createServer({ model, port: 0, ctx: BATCH, parallel: 1, threads, batchSize: BATCH, log: () => {} });
-  const lx = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });
-  const bin = llamaServerBinary();
-  // llama-server: 8 slots share the batch; -ub = -b so a whole batch of inputs is one encoder pass
-  const ls = bin.path
-    ? await startLlamaServer(bin.path, path, { ctx: 8 * 512, parallel: 8, threads, extraArgs: ['--embeddings', '-b', String(BATCH), '-ub', String(BATCH)] })
-    : undefined;
-  const results: Record<System, Record<number, number[]>> = { 'llamux server': {}, 'llamux ctx.embed': {}, 'llama-server': {}, 'node-llama-cpp': {} };
-  const note = (s: System, b: number, v: number) => ((results[s][b] ??= []).push(v));
-  // node-llama-cpp embeds one text per call, so a batch is that many calls: fewer texts keep its runs short
-  const timeTexts = async (b: number, fn: (texts: string[]) => Promise<unknown>, cap = Infinity): Promise<number> => {
-    const total = Math.min(textsPer(b), Math.max(b, cap));
-    const all = Array.from({ length: total }, (_, i) => benchText(i));
-    await fn(all.slice(0, Math.min(b, 8))); // warm-up
-    const t0 = performance.now();
-    for (let i = 0; i < total; i += b) await fn(all.slice(i, i + b));
-    return total / ((performance.now() - t0) / 1000);
-  };
+  // LLAMUX_BENCH_EMBEDDINGS=throughput | beside: one part only
+  const part = process.env.LLAMUX_BENCH_EMBEDDINGS ?? 'both';
+  const out: string[] = [];
   let dims = 0;
-  try {
-    await withNodeLlamaCpp(path, async (nlcModel) => {
-      const nlcCtx = await nlcModel.createEmbeddingContext({ contextSize: 512, batchSize: 512, threads });
-      try {
-        for (let run = 0; run < runs; run++) {
-          for (const b of batches) {
-            progress(`embeddings: run ${run + 1}/${runs}, batch ${b}`);
-            note('llamux server', b, await timeTexts(b, async (texts) => {
-              const r = await lx.embeddings.create({ model: 'bge', input: texts });
-              dims = r.data[0]!.embedding.length;
-            }));
-            if (ls) note('llama-server', b, await timeTexts(b, (texts) => ls.openai.embeddings.create({ model: 'bge', input: texts })));
-            note('llamux ctx.embed', b, await timeTexts(b, (texts) => server.context.embed(texts)));
-            // batch 256 is 256 calls: measured in the first run only
-            if (b < 256 || run === 0) note('node-llama-cpp', b, await timeTexts(b, (texts) => Promise.all(texts.map((t) => nlcCtx.getEmbeddingFor(t))), 32));
-          }
-        }
-      } finally {
-        await nlcCtx.dispose();
-      }
-    });
-  } finally {
-    await ls?.close();
-    await server.close();
-    await model.dispose();
-  }
-  const rows: Row[] = batches.map((b) => {
-    const s = (x: System): Spread | undefined => (results[x][b] ? spread(results[x][b]!) : undefined);
-    const lxs = s('llamux server')!;
-    const lss = s('llama-server');
-    const nlc = s('node-llama-cpp')!;
-    return {
-      batch: b,
-      'llamux /v1/embeddings texts/s': fmtSpread(lxs),
-      'llama-server texts/s': lss ? fmtSpread(lss) : `- (${bin.why})`,
-      'vs llama-server': lss ? `${(lxs.median / lss.median).toFixed(2)}x` : '-',
-      'llamux ctx.embed texts/s': fmtSpread(s('llamux ctx.embed')!),
-      'node-llama-cpp texts/s': fmtSpread(nlc),
-      'vs node-llama-cpp': `${(lxs.median / nlc.median).toFixed(2)}x`,
+  const results: Record<System, Record<number, number[]>> = { 'llamux server': {}, 'llamux ctx.embed': {}, 'llama-server': {}, 'node-llama-cpp': {} };
+  if (part !== 'beside') {
+    progress('embeddings: preparing the encoder');
+    const path = await ensureEncoder();
+    const BATCH = 2048;
+    const model = await loadModel(path);
+    const server = await createServer({ model, port: 0, ctx: BATCH, parallel: 1, threads, batchSize: BATCH, log: () => {} });
+    const lx = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });
+    const bin = llamaServerBinary();
+    // llama-server: 8 slots share the batch; -ub = -b so a whole batch of inputs is one encoder pass
+    const ls = bin.path
+      ? await startLlamaServer(bin.path, path, { ctx: 8 * 512, parallel: 8, threads, extraArgs: ['--embeddings', '-b', String(BATCH), '-ub', String(BATCH)] })
+      : undefined;
+    const note = (s: System, b: number, v: number) => ((results[s][b] ??= []).push(v));
+    // node-llama-cpp embeds one text per call, so a batch is that many calls: fewer texts keep its runs short
+    const timeTexts = async (b: number, fn: (texts: string[]) => Promise<unknown>, cap = Infinity): Promise<number> => {
+      const total = Math.min(textsPer(b), Math.max(b, cap));
+      const all = Array.from({ length: total }, (_, i) => benchText(i));
+      await fn(all.slice(0, Math.min(b, 8))); // warm-up
+      const t0 = performance.now();
+      for (let i = 0; i < total; i += b) await fn(all.slice(i, i + b));
+      return total / ((performance.now() - t0) / 1000);
     };
-  });
+    try {
+      await withNodeLlamaCpp(path, async (nlcModel) => {
+        const nlcCtx = await nlcModel.createEmbeddingContext({ contextSize: 512, batchSize: 512, threads });
+        try {
+          for (let run = 0; run < runs; run++) {
+            for (const b of batches) {
+              progress(`embeddings: run ${run + 1}/${runs}, batch ${b}`);
+              note('llamux server', b, await timeTexts(b, async (texts) => {
+                const r = await lx.embeddings.create({ model: 'bge', input: texts });
+                dims = r.data[0]!.embedding.length;
+              }));
+              if (ls) note('llama-server', b, await timeTexts(b, (texts) => ls.openai.embeddings.create({ model: 'bge', input: texts })));
+              note('llamux ctx.embed', b, await timeTexts(b, (texts) => server.context.embed(texts)));
+              // batch 256 is 256 calls: measured in the first run only
+              if (b < 256 || run === 0) note('node-llama-cpp', b, await timeTexts(b, (texts) => Promise.all(texts.map((t) => nlcCtx.getEmbeddingFor(t))), 32));
+            }
+          }
+        } finally {
+          await nlcCtx.dispose();
+        }
+      });
+    } finally {
+      await ls?.close();
+      await server.close();
+      await model.dispose();
+    }
+    const rows: Row[] = batches.map((b) => {
+      const s = (x: System): Spread | undefined => (results[x][b] ? spread(results[x][b]!) : undefined);
+      const lxs = s('llamux server')!;
+      const lss = s('llama-server');
+      const nlc = s('node-llama-cpp')!;
+      return {
+        batch: b,
+        'llamux /v1/embeddings texts/s': fmtSpread(lxs),
+        'llama-server texts/s': lss ? fmtSpread(lss) : `- (${bin.why})`,
+        'vs llama-server': lss ? `${(lxs.median / lss.median).toFixed(2)}x` : '-',
+        'llamux ctx.embed texts/s': fmtSpread(s('llamux ctx.embed')!),
+        'node-llama-cpp texts/s': fmtSpread(nlc),
+        'vs node-llama-cpp': `${(lxs.median / nlc.median).toFixed(2)}x`,
+      };
+    });
+
+    out.push(table(`embeddings: texts/s, bge-small-shaped BERT (F16, ${dims} dims), ${threads} threads, ${runs} run(s), ~30-token texts`, rows));
+  }
 
   // Generation beside embeddings on one context of the 250 M decoder.
-  progress('embeddings: generation beside embeddings');
-  const dec = await ensureBenchModel('250m-q8_0');
-  const genModel = await loadModel(dec.path);
-  const gen = opts.quick ? 48 : 64;
   const beside: { alone: number[]; beside: number[]; embedTps: number[] } = { alone: [], beside: [], embedTps: [] };
-  try {
-    const ctx = await genModel.createContext({ contextSize: 4096, sequences: 2, threads, batchThreads: threads, toolCallMarkers: false, prefillChunk: 256 });
-    const bias = Object.fromEntries(genModel.vocab.eogTokens.map((t) => [String(t), -Infinity]));
-    const decodeRate = async (): Promise<number> => {
-      const times: number[] = [];
-      for await (const ev of ctx.generate({ prompt: benchPrompt(32, genModel.vocab.size, 7), maxTokens: gen, temperature: 0, logitBias: bias, emitTokenIds: true })) {
-        if (ev.type === 'text') for (let j = 0; j < (ev.tokens?.length ?? 1); j++) times.push(performance.now());
-      }
-      return (times.length - 1) / ((times.at(-1)! - times[0]!) / 1000);
-    };
-    await ctx.embed(['warm up'], { pooling: 'mean' });
-    await decodeRate();
-    for (let run = 0; run < runs; run++) {
-      progress(`embeddings: generation alone / beside, run ${run + 1}/${runs}`);
-      beside.alone.push(await decodeRate());
-      let stop = false;
-      let texts = 0;
-      const t0 = performance.now();
-      const loop = (async () => {
-        for (let i = 0; !stop; i++) {
-          await ctx.embed(Array.from({ length: 8 }, (_, k) => benchText(i * 8 + k)), { pooling: 'mean' });
-          texts += 8;
+  if (part !== 'throughput') {
+    progress('embeddings: generation beside embeddings');
+    const dec = await ensureBenchModel('250m-q8_0');
+    const genModel = await loadModel(dec.path);
+    const gen = opts.quick ? 48 : 64;
+    try {
+      const ctx = await genModel.createContext({ contextSize: 4096, sequences: 2, threads, batchThreads: threads, toolCallMarkers: false, prefillChunk: 256 });
+      const bias = Object.fromEntries(genModel.vocab.eogTokens.map((t) => [String(t), -Infinity]));
+      const decodeRate = async (): Promise<number> => {
+        const times: number[] = [];
+        for await (const ev of ctx.generate({ prompt: benchPrompt(32, genModel.vocab.size, 7), maxTokens: gen, temperature: 0, logitBias: bias, emitTokenIds: true })) {
+          if (ev.type === 'text') for (let j = 0; j < (ev.tokens?.length ?? 1); j++) times.push(performance.now());
         }
-      })();
-      beside.beside.push(await decodeRate());
-      stop = true;
-      await loop;
-      beside.embedTps.push(texts / ((performance.now() - t0) / 1000));
+        return (times.length - 1) / ((times.at(-1)! - times[0]!) / 1000);
+      };
+      await ctx.embed(['warm up'], { pooling: 'mean' });
+      await decodeRate();
+      for (let run = 0; run < runs; run++) {
+        progress(`embeddings: generation alone / beside, run ${run + 1}/${runs}`);
+        beside.alone.push(await decodeRate());
+        let stop = false;
+        let texts = 0;
+        const t0 = performance.now();
+        const loop = (async () => {
+          for (let i = 0; !stop; i++) {
+            await ctx.embed(Array.from({ length: 8 }, (_, k) => benchText(i * 8 + k)), { pooling: 'mean' });
+            texts += 8;
+          }
+        })();
+        beside.beside.push(await decodeRate());
+        stop = true;
+        await loop;
+        beside.embedTps.push(texts / ((performance.now() - t0) / 1000));
+      }
+      await ctx.dispose();
+    } finally {
+      await genModel.dispose();
     }
-    await ctx.dispose();
-  } finally {
-    await genModel.dispose();
+    progressDone();
+    const alone = spread(beside.alone);
+    const next = spread(beside.beside);
+    const genRows: Row[] = [
+      {
+        'decode tok/s alone': fmtSpread(alone),
+        'decode tok/s beside embeddings': fmtSpread(next),
+        'beside / alone': `${(next.median / alone.median).toFixed(2)}x`,
+        'embeddings texts/s meanwhile': fmtSpread(spread(beside.embedTps)),
+      },
+    ];
+    out.push(table(`generation beside embeddings: ${dec.description}, ${gen} tokens, embed batches of 8 texts (mean pooling) on the same context`, genRows));
   }
   progressDone();
-  const alone = spread(beside.alone);
-  const next = spread(beside.beside);
-  const genRows: Row[] = [
-    {
-      'decode tok/s alone': fmtSpread(alone),
-      'decode tok/s beside embeddings': fmtSpread(next),
-      'beside / alone': `${(next.median / alone.median).toFixed(2)}x`,
-      'embeddings texts/s meanwhile': fmtSpread(spread(beside.embedTps)),
-    },
-  ];
   const load1 = loadavg();
-  const file = writeResult('embeddings', { threads, runs, dims, batchSize: BATCH, results, beside, loadavg: [load0[0], load1[0]] });
-  return [
-    table(`embeddings: texts/s, bge-small-shaped BERT (F16, ${dims} dims), ${threads} threads, ${runs} run(s), ~30-token texts`, rows),
-    table(`generation beside embeddings: ${dec.description}, ${gen} tokens, embed batches of 8 texts (mean pooling) on the same context`, genRows),
-    `load average ${fmt(load0[0]!, 2)} before, ${fmt(load1[0]!, 2)} after; results in ${file}`,
-  ].join('\n');
+  const file = writeResult('embeddings', { threads, runs, dims, results, beside, loadavg: [load0[0], load1[0]] });
+  out.push(`load average ${fmt(load0[0]!, 2)} before, ${fmt(load1[0]!, 2)} after; results in ${file}`);
+  return out.join('\n');
 }
