@@ -4,11 +4,11 @@ import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
-const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface'];
+const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings'];
 // Named only: `families` (every zoo architecture, builds llama-server on first use),
-// `reasoning-replay` (the Qwen3.5 reasoning replay of issue 25) and `surface` are not in the
-// default run.
-const NAMED_ONLY = new Set(['families', 'reasoning-replay', 'surface']);
+// `reasoning-replay` (the Qwen3.5 reasoning replay of issue 25), `surface` and `embeddings` are
+// not in the default run.
+const NAMED_ONLY = new Set(['families', 'reasoning-replay', 'surface', 'embeddings']);
 const DEFAULT = KNOWN.filter((s) => !NAMED_ONLY.has(s));
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -60,6 +60,9 @@ for (const suite of suites) {
   } else if (suite === 'surface') {
     const { runSurfaceBench } = await import('./workloads/surface.js');
     console.log(await runSurfaceBench(common));
+  } else if (suite === 'embeddings') {
+    const { runEmbeddingsBench } = await import('./workloads/embeddings.js');
+    console.log(await runEmbeddingsBench(common));
   } else if (suite === 'rpc') {
     const { runRpcBench } = await import('./workloads/rpc.js');
     console.log(await runRpcBench(common));

@@ -23,6 +23,7 @@ Napi::Object Context::Init(Napi::Env env, Napi::Object exports) {
   Napi::Function ctor = DefineClass(env, "Context", {
       InstanceMethod<&Context::Submit>("submit"),
       InstanceMethod<&Context::SessionCommand>("sessionCommand"),
+      InstanceMethod<&Context::Embed>("embed"),
       InstanceMethod<&Context::Cancel>("cancel"),
       InstanceMethod<&Context::Pause>("pause"),
       InstanceMethod<&Context::SetRef>("setRef"),
@@ -332,6 +333,38 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   }
   ReadSampling(env, o, p->sampling, model_->n_vocab);
   Enqueue(env, std::move(p));
+  return env.Undefined();
+}
+
+// embed({ id, tokens, lengths, pooling }) -> undefined: `tokens` holds the inputs one after
+// another, `lengths` their sizes; pooling is a llama_pooling_type (-1: the model's). The
+// result arrives as an `embedded` event. Every key required; throws DISPOSED, INVALID_ARGUMENT.
+Napi::Value Context::Embed(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (closeRequested_) ThrowCoded(env, ErrorCode::Disposed, "The context has been disposed");
+  if (!sched_) ThrowCoded(env, ErrorCode::RpcUnavailable, "The context's RPC server is gone");
+  LLAMUX_REQUIRE_OBJECT(info, 0, "job");
+  Napi::Object o = info[0].As<Napi::Object>();
+  auto job = std::make_unique<EmbedJob>();
+  job->id = static_cast<uint64_t>(RequireNumber(env, o, "id"));
+  job->pooling = static_cast<int32_t>(RequireInt(env, o, "pooling"));
+  Napi::Int32Array tokens = RequireInt32Array(env, o, "tokens");
+  Napi::Int32Array lengths = RequireInt32Array(env, o, "lengths");
+  size_t at = 0;
+  for (size_t i = 0; i < lengths.ElementLength(); i++) {
+    int32_t n = lengths[i];
+    if (n < 0 || at + static_cast<size_t>(n) > tokens.ElementLength()) {
+      ThrowCoded(env, ErrorCode::InvalidArgument, "embed: lengths do not match tokens");
+    }
+    std::vector<llama_token> in(tokens.Data() + at, tokens.Data() + at + n);
+    for (llama_token t : in) {
+      if (t < 0 || t >= model_->n_vocab) ThrowCoded(env, ErrorCode::InvalidArgument, "Token " + std::to_string(t) + " of input " + std::to_string(i) + " is outside the vocabulary");
+    }
+    job->inputs.push_back(std::move(in));
+    at += static_cast<size_t>(n);
+  }
+  if (at != tokens.ElementLength()) ThrowCoded(env, ErrorCode::InvalidArgument, "embed: lengths do not match tokens");
+  sched_->SubmitEmbed(std::move(job));
   return env.Undefined();
 }
 

@@ -27,6 +27,7 @@ class Context : public Napi::ObjectWrap<Context> {
  private:
   Napi::Value Submit(const Napi::CallbackInfo &info);
   Napi::Value SessionCommand(const Napi::CallbackInfo &info);
+  Napi::Value Embed(const Napi::CallbackInfo &info);
   void Enqueue(Napi::Env env, std::unique_ptr<RequestParams> p);
   Napi::Value Cancel(const Napi::CallbackInfo &info);
   Napi::Value Pause(const Napi::CallbackInfo &info);

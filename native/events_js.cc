@@ -76,6 +76,7 @@ const char *EventTypeName(EventType t) {
     case EventType::SessionDone: return "sessionDone";
     case EventType::RpcFailed: return "rpcFailed";
     case EventType::Reasoning: return "reasoning";
+    case EventType::Embedded: return "embedded";
   }
   return "unknown";
 }
@@ -129,6 +130,20 @@ Napi::Array EventsToJs(Napi::Env env, const std::vector<Event> &batch) {
       case EventType::ToolCallStart:
         o.Set("index", e.index);
         break;
+      case EventType::Embedded: {
+        if (!e.code.empty()) {
+          o.Set("code", e.code);
+          o.Set("message", e.message);
+          break;
+        }
+        Napi::Float32Array v = Napi::Float32Array::New(env, e.floats.size());
+        std::copy(e.floats.begin(), e.floats.end(), v.Data());
+        o.Set("data", v);
+        o.Set("dims", e.index);
+        o.Set("promptTokens", e.stats.promptTokens);
+        o.Set("ms", e.stats.prefillMs);
+        break;
+      }
       case EventType::ToolCallDelta:
         o.Set("index", e.index);
         o.Set("text", Napi::String::New(env, e.text));

@@ -27,12 +27,13 @@ bool Scheduler::InitToolGrammar(Request &r, std::string *error) {
 
 void Scheduler::DrainCommands(bool wait) {
   std::deque<std::unique_ptr<RequestParams>> submitted;
+  std::deque<std::unique_ptr<EmbedJob>> embeds;
   std::vector<uint64_t> cancels;
   std::vector<std::pair<uint64_t, bool>> pauses;
   {
     std::unique_lock<std::mutex> lk(mu_);
     if (wait) {
-      auto ready = [&] { return closing_ || !submitted_.empty() || !cancels_.empty() || !pauses_.empty(); };
+      auto ready = [&] { return closing_ || !submitted_.empty() || !embedSubmitted_.empty() || !cancels_.empty() || !pauses_.empty(); };
       // Idle sessions must expire on time even when no request comes (wake once a second),
       // and write-through states wait for a quiet moment (wake after the grace period).
       bool dirty = false;
@@ -42,13 +43,16 @@ void Scheduler::DrainCommands(bool wait) {
       else cv_.wait(lk, ready);
     }
     submitted.swap(submitted_);
+    embeds.swap(embedSubmitted_);
     cancels.swap(cancels_);
     pauses.swap(pauses_);
     if (!closing_) abortNow_.store(false);
   }
   for (auto &params : submitted) Intake(std::move(params));
+  for (auto &job : embeds) embedder_->Add(std::move(job));
   for (uint64_t id : cancels) {
     CancelWaiting(id);
+    embedder_->Cancel(id);
     for (auto &rp : active_) {
       if (rp->p->id == id && !rp->done) Fail(*rp, ErrorCode::Aborted, "The request was aborted");
     }
@@ -73,7 +77,10 @@ void Scheduler::Intake(std::unique_ptr<RequestParams> params) {
   bool failed = true;
   ErrorCode code = ErrorCode::InvalidArgument;
   r->tokens = std::move(r->p->promptTokens);
-  if (r->tokens.empty() && !r->p->continueSession) {
+  if (encoderOnly_) {
+    code = ErrorCode::Unsupported;
+    error = "This model is an encoder for embeddings (its context has no KV cache): it cannot generate; use ctx.embed() or ctx.rerank()";
+  } else if (r->tokens.empty() && !r->p->continueSession) {
     error = "The prompt is empty: it produced no tokens";
   } else if (r->tokens.size() >= sequenceContextSize_) {
     code = ErrorCode::ContextOverflow;

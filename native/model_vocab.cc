@@ -211,6 +211,7 @@ Napi::Value Model::VocabInfo(const Napi::CallbackInfo &info) {
   o.Set("pad", llama_vocab_pad(v));
   o.Set("addBos", llama_vocab_get_add_bos(v));
   o.Set("addEos", llama_vocab_get_add_eos(v));
+  o.Set("addSep", llama_vocab_get_add_sep(v));
   // Every end-of-generation token, so JS can tell them apart without a call per token.
   std::vector<int32_t> eog;
   for (int32_t t = 0; t < h->n_vocab; t++) {

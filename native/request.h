@@ -97,6 +97,7 @@ enum class EventType : uint8_t {
   SessionDone = 8,  // a session command finished (code/message set when it failed)
   RpcFailed = 9,    // an RPC server of the model died: every request fails (posted by the monitor)
   Reasoning = 10,   // reasoning text (and its tokens, markers included) apart from text
+  Embedded = 11,    // an embed/rerank job ended: `floats` (index = dims per input), or code/message
 };
 
 struct ReadyInfo {
@@ -123,6 +124,7 @@ struct Event {
   std::vector<TokenLogprob> logprobs;  // Text and Final events: tokens sampled since the last event
   FinalStats stats;
   ReadyInfo ready;
+  std::vector<float> floats;  // Embedded: the pooled vectors (or scores), input after input
 
   // The one builder of a request's last event; Abort and Error carry a code and a message.
   static Event Final(uint64_t id, FinishReason reason, const FinalStats &stats) {

@@ -20,6 +20,7 @@ Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
 }
 
 Scheduler::~Scheduler() {
+  embedder_.reset();
   batch_.reset();
   tiers_.reset();
   pools_.Detach(ctx_);
@@ -81,6 +82,11 @@ bool Scheduler::Start(std::string *error) {
       return false;
     }
   }
+  encoderOnly_ = llama_get_memory(ctx_) == nullptr;
+  embedder_ = std::make_unique<Embedder>(
+      model_, std::max<uint32_t>(cfg_.batchSize, 1), cp.n_threads, cp.n_threads_batch, &Scheduler::AbortCallback, this,
+      [this](llama_context *c) { pools_.Share(c); }, [this](llama_context *c) { pools_.Detach(c); },
+      [this](Event &&ev) { output_.Emit(std::move(ev)); });
   cfg_.batchSize = llama_n_batch(ctx_);
   cfg_.microBatchSize = llama_n_ubatch(ctx_);
   cfg_.sequences = llama_n_seq_max(ctx_);
@@ -138,6 +144,12 @@ bool Scheduler::Start(std::string *error) {
 }
 
 // ---- JS thread -----------------------------------------------------------------------
+
+void Scheduler::SubmitEmbed(std::unique_ptr<EmbedJob> job) {
+  std::lock_guard<std::mutex> lk(mu_);
+  embedSubmitted_.push_back(std::move(job));
+  cv_.notify_one();
+}
 
 bool Scheduler::Submit(std::unique_ptr<RequestParams> params) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -371,6 +383,7 @@ void Scheduler::Run() {
     for (auto &rp : active_) {
       if (!rp->done && !rp->paused) runnable = true;
     }
+    runnable = runnable || embedder_->Pending();
     bool diskWaits = false;
     for (auto &w : waiting_) diskWaits = diskWaits || w->disk.pending;
     // Block only when nothing can move without a command: no decode to run, and the last
@@ -387,12 +400,27 @@ void Scheduler::Run() {
     try {
       progressed = Admit();
       SpillTaxingIdleKv();
-      if (batch_->Build(active_)) DecodeBatch();
+      if (batch_->Build(active_)) {
+        Clock::time_point t0 = Clock::now();
+        DecodeBatch();
+        embedder_->OnGenerationTick(MsBetween(t0, Clock::now()));
+      }
+      // One embedding batch beside each generation batch; while requests decode it takes the
+      // prompt-chunk budget (prefillChunk), as a prompt would.
+      bool decoding = false;
+      for (auto &rp : active_) decoding = decoding || (!rp->done && !rp->paused);
+      {
+        // an abort meant for a generation request of the decode above must not stop this batch
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!closing_) abortNow_.store(false);
+      }
+      embedder_->Step(decoding && cfg_.prefillChunk > 0 ? cfg_.prefillChunk : cfg_.batchSize, decoding);
     } catch (const std::exception &e) {
       // A C++ exception must never leave the engine thread: fail what was running, go on.
       for (auto &rp : active_) {
         if (!rp->done) Fail(*rp, ErrorCode::Internal, std::string("Internal engine error: ") + e.what());
       }
+      embedder_->FailAll(ErrorCode::Internal, std::string("Internal engine error: ") + e.what());
       progressed = true;
     }
     output_.FlushEvents(active_, false);
@@ -437,7 +465,10 @@ void Scheduler::Shutdown() {
       waiting_.push_back(std::move(r));
     }
     submitted_.clear();
+    for (auto &j : embedSubmitted_) embedder_->Add(std::move(j));
+    embedSubmitted_.clear();
   }
+  embedder_->FailAll(ErrorCode::Disposed, "The context was disposed before the embedding finished");
   for (auto &rp : waiting_) {
     const char *what = "The context was disposed before the request started";
     output_.Emit(rp->p->command ? Event::SessionFailed(rp->p->id, ErrorCode::Disposed, what)
@@ -446,6 +477,7 @@ void Scheduler::Shutdown() {
   waiting_.clear();
   output_.FlushEvents(active_, true);
   active_.clear();
+  embedder_.reset();
   // With a disk tier, what the sequences hold survives the restart (written before the
   // I/O thread is joined below). Not with KV on RPC servers: reading it back could wait on
   // a dead server.

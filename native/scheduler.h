@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "batch.h"
+#include "embedder.h"
 #include "grammar_cache.h"
 #include "marker_matcher.h"
 #include "output.h"
@@ -94,6 +95,8 @@ class Scheduler {
   // ---- called from the JS thread -------------------------------------------------
   // Returns false when the wait queue is full.
   bool Submit(std::unique_ptr<RequestParams> params);
+  // An embed or rerank job (embedder.h): runs beside the decodes, ends with an Embedded event.
+  void SubmitEmbed(std::unique_ptr<EmbedJob> job);
   void Cancel(uint64_t id);
   void SetPaused(uint64_t id, bool paused);
   void Close();
@@ -158,6 +161,7 @@ class Scheduler {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<RequestParams>> submitted_;
+  std::deque<std::unique_ptr<EmbedJob>> embedSubmitted_;
   std::vector<uint64_t> cancels_;
   std::vector<std::pair<uint64_t, bool>> pauses_;
   bool closing_ = false;
@@ -178,6 +182,8 @@ class Scheduler {
   CacheCounters counters_;
   GrammarCache grammars_;               // parsed tool-call grammars
   std::vector<llama_token> eogTokens_;  // the vocabulary's end-of-generation tokens
+  std::unique_ptr<Embedder> embedder_;  // embed/rerank jobs; destroyed before ctx_ (its pools)
+  bool encoderOnly_ = false;            // no KV memory (BERT-style): embeddings only, no generation
 };
 
 }  // namespace llamux

@@ -23,6 +23,10 @@ class ThreadPools {
   // deterministic: both pools compute with ggml's reference kernels (issue 26, the det-* patches
   // in scripts/llama-patches.mjs); false when the CPU backend lacks them.
   bool Attach(llama_context *ctx, int threads, int batchThreads, bool deterministic, std::string *error);
+  // Attaches the same pools to another context computed on the same thread (the embedder's).
+  void Share(llama_context *ctx) {
+    if (decode_ != nullptr) llama_attach_threadpool(ctx, decode_, batch_);
+  }
   // Detach before the context is freed, free after.
   void Detach(llama_context *ctx);
 

@@ -48,6 +48,8 @@ export interface NativeVocabInfo {
   pad: number;
   addBos: boolean;
   addEos: boolean;
+  /** The tokenizer adds a separator (BERT: [SEP]). */
+  addSep: boolean;
   eogTokens: Int32Array;
 }
 
@@ -289,7 +291,19 @@ export type NativeEvent =
   | { type: 'createFailed'; id: number; code: string; message: string }
   | { type: 'rpcFailed'; id: number; code: string; message: string }
   | { type: 'sessionDone'; id: number; code?: string; message?: string }
+  | { type: 'embedded'; id: number; code?: string; message?: string; data?: Float32Array; dims?: number; promptTokens?: number; ms?: number }
   | { type: 'closed'; id: number };
+
+/** ctx.embed() / rerank(): one job, answered by an `embedded` event. Every key required. */
+export interface NativeEmbedJob {
+  id: number;
+  /** The inputs' tokens one after another. */
+  tokens: Int32Array;
+  /** Tokens per input. */
+  lengths: Int32Array;
+  /** llama_pooling_type: 1 mean, 2 cls, 3 last, 4 rank; -1 the model's. */
+  pooling: number;
+}
 
 /** session.end() / fork(): queued with the requests, answered by a sessionDone event. Every key required. */
 export interface NativeSessionCommand {
@@ -308,6 +322,7 @@ export interface NativeSessionCommand {
 export interface NativeContext {
   submit(params: NativeRequest): void;
   sessionCommand(command: NativeSessionCommand): void;
+  embed(job: NativeEmbedJob): void;
   cancel(id: number): void;
   pause(id: number, paused: boolean): void;
   setRef(ref: boolean): void;

@@ -5,6 +5,7 @@ import { native, type NativeCacheStats, type NativeContext, type NativeEvent, ty
 import { deprecate } from './deprecation.js';
 import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
 import type { CacheReport, GenerateResult } from './events.js';
+import { EmbedJobs, embed, rerank, type EmbedOptions, type EmbedPort, type EmbedResult, type RerankOptions, type RerankResult } from './embedding.js';
 import { Generation } from './generation.js';
 import { InFlight } from './in-flight.js';
 import { PrefixKeys } from './prefix-keys.js';
@@ -92,6 +93,18 @@ export class Context {
     if (this.#sessions.get(id)?.deref() === undefined) this.#sessions.delete(id);
   });
   #prefixKeys = new PrefixKeys();
+  #embeds = new EmbedJobs();
+  #embedPort: EmbedPort = {
+    model: undefined as unknown as Model, // set in the constructor
+    jobs: this.#embeds,
+    nextId: () => nextRequestId++,
+    check: () => {
+      if (this.#disposed) throw this.#gone();
+    },
+    submit: (job) => this.#native.embed(job),
+    cancel: (id) => this.#native.cancel(id),
+    changed: () => this.#updateRef(),
+  };
 
   static {
     installContextPort({
@@ -105,6 +118,7 @@ export class Context {
 
   private constructor(model: Model, opts: ParsedContextOptions) {
     this.model = model;
+    this.#embedPort = { ...this.#embedPort, model };
     this.#maxPending = opts.sequences + opts.maxQueued;
     this.markers = resolveMarkers(model, opts.toolCallMarkers ?? model.defaultMarkers);
     this.reasoningMarkers = resolveReasoningMarkers(model, opts.reasoningMarkers);
@@ -210,10 +224,14 @@ export class Context {
         this.#ready?.reject(new LlamuxError('RPC_UNAVAILABLE', `Could not create the context: ${ev.message}`));
         this.#ready = undefined;
         this.#inFlight.failAll(() => new LlamuxError('RPC_UNAVAILABLE', ev.message), true);
+        this.#embeds.failAll(() => new LlamuxError('RPC_UNAVAILABLE', ev.message));
         void this.dispose();
         return;
       }
       case 'closed':
+        return;
+      case 'embedded':
+        this.#embeds.deliver(ev);
         return;
       default:
         this.#inFlight.deliver(ev);
@@ -228,10 +246,10 @@ export class Context {
 
 
   #updateRef(): void {
-    const busy = this.#inFlight.requests > 0 || this.#chained > 0 || this.#inFlight.commands > 0 || this.#ready !== undefined;
+    const busy = this.#inFlight.requests > 0 || this.#chained > 0 || this.#inFlight.commands > 0 || this.#embeds.size > 0 || this.#ready !== undefined;
     if (busy) busyContexts.add(this);
     else busyContexts.delete(this);
-    if (this.#disposed && this.#inFlight.requests === 0) return;
+    if (this.#disposed && this.#inFlight.requests === 0 && this.#embeds.size === 0) return;
     this.#native.setRef(busy);
   }
 
@@ -524,6 +542,28 @@ export class Context {
     return this.#sessionCommand(forkSessionCommand(nextRequestId++, this.#sessionRef(fromSessionId), this.#sessionRef(toSessionId), options.wait ?? false));
   }
 
+  /**
+   * Embeddings of one or more texts (or token arrays), computed on this context's engine
+   * thread beside its generations (docs/api.md, Embeddings). Texts are tokenized with the
+   * model's special tokens. Pooling defaults to the model's (its GGUF `pooling_type`).
+   * @throws LlamuxError INVALID_ARGUMENT, UNSUPPORTED (the model declares no pooling and none was
+   *   given), CONTEXT_OVERFLOW (an input longer than batchSize or the model's positions), DISPOSED, ABORTED
+   * @example
+   * const { embeddings } = await ctx.embed(['first text', 'second text']);
+   */
+  embed(inputs: string | Array<string | Int32Array | number[]>, options?: EmbedOptions): Promise<EmbedResult> {
+    return embed(this.#embedPort, inputs, options);
+  }
+
+  /**
+   * Scores each document against a query with a reranker (a cross-encoder GGUF with rank
+   * pooling), best first.
+   * @throws LlamuxError UNSUPPORTED (not a reranker), INVALID_ARGUMENT, CONTEXT_OVERFLOW, DISPOSED, ABORTED
+   */
+  rerank(query: string, documents: string[], options?: RerankOptions): Promise<RerankResult> {
+    return rerank(this.#embedPort, query, documents, options);
+  }
+
   /** RAM tier and session counters (the budget is never exceeded). */
   cacheStats(): NativeCacheStats {
     if (this.#disposed) throw this.#gone();
@@ -540,6 +580,7 @@ export class Context {
     this.#closing = this.#native.close().then(() => {
       // Requests that never got a final (should not happen) still end.
       this.#inFlight.failAll(() => new LlamuxError('DISPOSED', 'The context was disposed'), false);
+      this.#embeds.failAll(() => new LlamuxError('DISPOSED', 'The context was disposed'));
       busyContexts.delete(this);
       this.#native.setRef(false);
       for (const fn of this.#onDispose) fn();

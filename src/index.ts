@@ -8,6 +8,7 @@ export { loadModel, Model, TokenAttribute, planForFile } from './model.js';
 export type { ModelMetadata, TokenInfo, VocabInfo } from './model.js';
 export { Context, Generation } from './context.js';
 export type { ContextSettings } from './context.js';
+export type { EmbedOptions, EmbedResult, Pooling, RerankOptions, RerankResult } from './embedding.js';
 export { Session } from './session.js';
 export type { SessionContinueOptions, SessionGenerateOptions, SessionStats } from './session.js';
 export type {

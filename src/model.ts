@@ -48,6 +48,8 @@ export interface VocabInfo {
   pad: number;
   addBos: boolean;
   addEos: boolean;
+  /** The tokenizer adds a separator (BERT: [SEP]). */
+  addSep: boolean;
   /** Every token that ends generation. */
   eogTokens: readonly number[];
 }

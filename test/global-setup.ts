@@ -32,7 +32,7 @@ export const testModelsDir = join(projectRoot, '.cache', 'test-models');
  * tokenizer's equality tests (llama-spm and phi-3: SPM) use. */
 const LLAMA_CPP_TEST_FILES = [
   'models/templates',
-  ...['qwen2', 'qwen35', 'gemma-4', 'llama-bpe', 'llama-spm', 'phi-3'].flatMap((v) => [
+  ...['qwen2', 'qwen35', 'gemma-4', 'llama-bpe', 'llama-spm', 'phi-3', 'bert-bge'].flatMap((v) => [
     `models/ggml-vocab-${v}.gguf`,
     `models/ggml-vocab-${v}.gguf.inp`,
     `models/ggml-vocab-${v}.gguf.out`,

@@ -79,3 +79,5 @@ export type {
   ZooSuccessors,
   ZooVocabSource,
 } from './zoo/index.js';
+export { BERT_DIMS, buildEmbeddingSpec, EMBEDDING_MODEL_NAMES, ensureEmbeddingModels, POOLING_TYPE } from './zoo/embedding.js';
+export type { EmbeddingModelDescription, EmbeddingModelName, PoolingName } from './zoo/embedding.js';

@@ -44,6 +44,8 @@ export function toHttpError(e: unknown): HttpError {
         return new HttpError(400, 'invalid_request', e.message);
       case 'CONTEXT_OVERFLOW':
         return new HttpError(400, 'context_length', e.message);
+      case 'UNSUPPORTED': // the request asks this model for what it cannot do (generate with an encoder)
+        return new HttpError(400, 'invalid_request', e.message);
       case 'RPC_UNAVAILABLE':
         // an RPC server holding the model's layers is gone: this instance cannot answer
         return new HttpError(503, 'overloaded', e.message);

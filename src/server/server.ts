@@ -11,6 +11,7 @@ import { MarkerOptionSchema, type MarkerOption } from '../markers.js';
 import { Model, loadModel } from '../model.js';
 import { parseOptions, rpcEndpoint } from '../options.js';
 import { handleChatCompletions, type HandlerOptions } from './openai.js';
+import { handleEmbeddingEndpoint, isEmbeddingPath } from './embeddings.js';
 import { handleCountTokens, handleMessages } from './anthropic.js';
 import { handleCompletions, handleDetokenize, handleTokenize } from './completions.js';
 import { HttpError, sendError, sendJson, toHttpError, type ApiFlavor } from './http.js';
@@ -34,6 +35,8 @@ export interface ServerOptions {
   parallel?: number;
   /** CPU threads for decoding (default: all hardware threads). */
   threads?: number;
+  /** Tokens per llama_batch (default 512): also the most tokens of one embedding batch and one input. */
+  batchSize?: number;
   /** Tool-call markers: 'auto' (default), a preset, explicit markers, or false. */
   markers?: MarkerOption;
   /**
@@ -112,6 +115,7 @@ const ServerOptionsSchema = z
     ctx: z.number().int().min(64).default(8192),
     parallel: z.number().int().min(1).max(256).default(4),
     threads: z.number().int().positive().optional(),
+    batchSize: z.number().int().positive().optional(),
     markers: MarkerOptionSchema.default('auto'),
     apiKey: z.union([z.string().min(1, 'an API key must not be empty'), z.array(z.string().min(1, 'an API key must not be empty')).min(1)]).optional(),
     allowedHosts: z.array(z.string().min(1)).default([]),
@@ -202,8 +206,8 @@ function hostAllowList(allowed: readonly string[], listenHost: string, port: num
  * Starts an OpenAI- and Anthropic-compatible server.
  *
  * Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`,
- * `POST /tokenize`, `POST /detokenize`, `POST /v1/messages`,
- * `POST /v1/messages/count_tokens`, `GET /metrics`.
+ * `POST /tokenize`, `POST /detokenize`, `POST /v1/messages`, `POST /v1/messages/count_tokens`,
+ * `POST /v1/embeddings`, `POST /v1/rerank`, `GET /metrics`.
  *
  * @throws LlamuxError INVALID_ARGUMENT (options), MODEL_NOT_FOUND / MODEL_INVALID (modelPath),
  *   CONTEXT_CREATE_FAILED; a listen error (EADDRINUSE, ...) rejects as is
@@ -231,6 +235,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       ...(o.maxQueued !== undefined ? { maxQueued: o.maxQueued } : {}),
       ...(o.sessionTtlMs !== undefined ? { sessionTtlMs: o.sessionTtlMs } : {}),
       ...(o.threads !== undefined ? { threads: o.threads, batchThreads: o.threads } : {}),
+      ...(o.batchSize !== undefined ? { batchSize: o.batchSize, microBatchSize: o.batchSize } : {}),
       ...(o.cacheRamMb !== undefined ? { cacheRamMb: o.cacheRamMb } : {}),
       ...(o.cacheDir !== undefined ? { cacheDir: o.cacheDir } : {}),
       ...(o.deterministic ? { deterministic: true } : {}),
@@ -273,7 +278,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       const path = (req.url ?? '/').split('?')[0]!.replace(/\/+$/, '') || '/';
       const anthropicClient = typeof req.headers['anthropic-version'] === 'string';
       const api: ApiFlavor = path.startsWith('/v1/messages') || (anthropicClient && path.startsWith('/v1/models')) ? 'anthropic' : 'openai';
-      const endpoint = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path)
+      const endpoint = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path)
         ? path
         : path.startsWith('/v1/models/')
           ? '/v1/models/{id}'
@@ -355,7 +360,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           sendJson(res, 200, { ...modelEntry(anthropicClient), id });
           return;
         }
-        const chat = ['/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path);
+        const chat = ['/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path);
         if (!chat) throw new HttpError(404, 'not_found', `There is no endpoint ${method} ${path}`);
         allow('POST');
         const ac = new AbortController();
@@ -369,7 +374,8 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           controllers.delete(ac);
         });
         const ho: HandlerOptions = { maxBodyBytes: o.maxBodyBytes, signal: ac.signal, sendTimeoutMs: o.sendTimeoutMs, ...(tenant !== undefined ? { tenant } : {}) };
-        if (path === '/v1/messages/count_tokens') await handleCountTokens(req, res, service, ho);
+        if (isEmbeddingPath(path)) await handleEmbeddingEndpoint(path, req, res, { context: context!, maxBodyBytes: o.maxBodyBytes, signal: ac.signal }, name);
+        else if (path === '/v1/messages/count_tokens') await handleCountTokens(req, res, service, ho);
         else if (path === '/v1/chat/completions') await handleChatCompletions(req, res, service, ho);
         else if (path === '/v1/completions') await handleCompletions(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
         else if (path === '/tokenize') await handleTokenize(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
