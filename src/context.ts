@@ -6,6 +6,7 @@ import { deprecate } from './deprecation.js';
 import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
 import type { CacheReport, GenerateResult } from './events.js';
 import { EmbedJobs, embed, rerank, type EmbedOptions, type EmbedPort, type EmbedResult, type RerankOptions, type RerankResult } from './embedding.js';
+import { generateChoices } from './choices.js';
 import { Generation } from './generation.js';
 import { InFlight } from './in-flight.js';
 import { PrefixKeys } from './prefix-keys.js';
@@ -381,48 +382,21 @@ export class Context {
    * generations. Not with `sessionId`.
    * @throws LlamuxError INVALID_ARGUMENT (options, n), CONTEXT_OVERFLOW, DISPOSED, QUEUE_FULL, ABORTED
    */
-  async generateChoices(options: GenerateOptions & { n: number }): Promise<Generation[]> {
-    if (this.#disposed) throw this.#gone();
-    const { n, ...rest } = options ?? ({} as GenerateOptions & { n: number });
-    if (!Number.isInteger(n) || n < 1 || n > 128) throw new LlamuxError('INVALID_ARGUMENT', `Invalid generateChoices options: n must be an integer from 1 to 128 (got ${String(n)})`);
-    const o = applyResponseFormat(parseOptions(GenerateOptionsSchema, rest, 'generate options'));
-    if (o.sessionId !== undefined) throw new LlamuxError('INVALID_ARGUMENT', 'generateChoices runs on sessions of its own: remove sessionId');
-    toolFields(o, this.markers, this.model);
-    checkLogitBias(o, this.model.vocab.size);
-    let tokens = await promptTokens(this.model, o.prompt, o);
-    if (o.parentKey !== undefined) {
-      const tail = await promptTokens(this.model, o.prompt, { addSpecial: false, parseSpecial: false, signal: o.signal });
-      tokens = joinTokens(this.#prefixKeys.tokens(o.parentKey), tail);
-    }
-    const { parentKey: _p, prompt: _q, seed, ...shared } = rest;
-    const choice = (i: number) => ({ ...shared, prompt: tokens, seed: (o.seed + i) % 2 ** 32 });
-    if (n === 1 || tokens.length < 2) return Array.from({ length: n }, (_, i) => this.generate(choice(i)));
-    const sessions: Session[] = [this.createSession()];
-    try {
-      // Everything but the last prompt token: each choice decodes that one for its own logits.
-      const prefix = tokens.subarray(0, tokens.length - 1);
-      const root = sessions[0]!;
-      const run = { emitTokenIds: false, highWaterMark: 1 << 30, signal: o.signal };
-      await this.#run(run, () => prefix, (id, p) => prefillRequest(id, p, root, o.cacheScope ?? ''), root).result;
-      for (let i = 1; i < n; i++) sessions.push(await root.fork());
-    } catch (e) {
-      await Promise.allSettled(sessions.map((s) => s.end()));
-      throw e;
-    }
-    const gens: Generation[] = [];
-    try {
-      for (const [i, s] of sessions.entries()) {
-        const gen = s.generate(choice(i));
-        gen.result.then(() => s.end(), () => s.end()).catch(() => {});
-        gens.push(gen);
-      }
-    } catch (e) {
-      // A full queue part way: no choice runs alone.
-      for (const g of gens) g.cancel();
-      await Promise.allSettled(sessions.slice(gens.length).map((s) => s.end()));
-      throw e;
-    }
-    return gens;
+  generateChoices(options: GenerateOptions & { n: number }): Promise<Generation[]> {
+    if (this.#disposed) return Promise.reject(this.#gone());
+    return generateChoices(
+      {
+        model: this.model,
+        markers: this.markers,
+        generate: (o) => this.generate(o),
+        createSession: () => this.createSession(),
+        prefixTokens: (key) => this.#prefixKeys.tokens(key),
+        prefill: async (session, prefix, signal, cacheScope) => {
+          await this.#run({ emitTokenIds: false, highWaterMark: 1 << 30, signal }, () => prefix, (id, p) => prefillRequest(id, p, session, cacheScope), session).result;
+        },
+      },
+      options,
+    );
   }
 
   /**
