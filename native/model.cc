@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <gguf.h>
+
 #include "addon.h"
 #include "errors.h"
 #include "hash.h"
@@ -133,7 +135,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
       SetError(message_);
       return;
     }
-    if (RefuseWithoutVocabulary()) return;
+    if (RefuseWithoutVocabulary() || RefuseAbortingTensors()) return;
     fingerprint_ = Fingerprint(opts_.path, model_);
   }
 
@@ -143,6 +145,33 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
   bool RefuseWithoutVocabulary() {
     const llama_vocab *vocab = llama_model_get_vocab(model_);
     if (llama_vocab_type(vocab) != LLAMA_VOCAB_TYPE_NONE) return false;
+    FreeModel();
+    code_ = ErrorCode::Unsupported;
+    message_ = "Model \"" + opts_.path +
+               "\" has no vocabulary (tokenizer.ggml.model is \"none\"): llamux needs a tokenizer to run a model";
+    SetError(message_);
+    return true;
+  }
+
+  // Tensors llama.cpp loads but whose first use aborts the process inside ggml: BERT-style
+  // models add the token-type row with ggml_add, which takes no F16 operand. True when refused.
+  bool RefuseAbortingTensors() {
+    gguf_init_params params = {/*no_alloc =*/true, /*ctx =*/nullptr};
+    gguf_context *g = gguf_init_from_file(opts_.path.c_str(), params);
+    if (g == nullptr) return false;  // llama.cpp read it; nothing more to check here
+    const int64_t id = gguf_find_tensor(g, "token_types.weight");
+    const ggml_type type = id >= 0 ? gguf_get_tensor_type(g, id) : GGML_TYPE_F32;
+    gguf_free(g);
+    if (type == GGML_TYPE_F32) return false;
+    FreeModel();
+    code_ = ErrorCode::Unsupported;
+    message_ = "Model \"" + opts_.path + "\" stores token_types.weight as " + ggml_type_name(type) +
+               ": llama.cpp adds that tensor with an operation that needs F32 and would abort; convert the model with token_types in F32";
+    SetError(message_);
+    return true;
+  }
+
+  void FreeModel() {
     llama_model *m = model_;
     model_ = nullptr;
     if (group_) {
@@ -150,11 +179,6 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     } else {
       llama_model_free(m);
     }
-    code_ = ErrorCode::Unsupported;
-    message_ = "Model \"" + opts_.path +
-               "\" has no vocabulary (tokenizer.ggml.model is \"none\"): llamux needs a tokenizer to run a model";
-    SetError(message_);
-    return true;
   }
 
   // A model with layers on RPC servers: connect and load on a helper thread, and give up on
@@ -248,7 +272,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     }
     model_ = st->model;
     st->model = nullptr;
-    if (RefuseWithoutVocabulary()) return;
+    if (RefuseWithoutVocabulary() || RefuseAbortingTensors()) return;
     fingerprint_ = Fingerprint(opts_.path, model_);
   }
 

@@ -279,3 +279,33 @@ describe('recurrent, hybrid and sliding-window decoders (mean pooling)', () => {
     }
   }, 180_000);
 });
+
+describe('a BERT file whose token_types tensor is F16', () => {
+  it('is refused at load with UNSUPPORTED (llama.cpp would abort the process on its first batch)', async () => {
+    const { mkdtempSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { writeBertModel } = await import('../../src/gguf/zoo/embedding.js');
+    const { llamaCppModelsDir } = await import('../helpers/paths.js');
+    const dir = mkdtempSync(join(tmpdir(), 'llamux-bert-f16-'));
+    try {
+      const path = join(dir, 'bert-f16-types.gguf');
+      await writeBertModel(path, llamaCppModelsDir, { dims: BERT_DIMS, tokenTypes: 'F16' });
+      const e = await expectCode(loadModel(path), 'UNSUPPORTED');
+      expect(e.message).toMatch(/token_types\.weight as f16/);
+      // the same shape with F32 token types loads and embeds
+      const ok = join(dir, 'bert-f32-types.gguf');
+      await writeBertModel(ok, llamaCppModelsDir, { dims: BERT_DIMS });
+      const m = await loadModel(ok);
+      try {
+        const c = await m.createContext({ contextSize: 256, sequences: 1, threads: 1 });
+        expect((await c.embed('hello')).embeddings[0]!.length).toBe(BERT_DIMS.nEmbd);
+        await c.dispose();
+      } finally {
+        await m.dispose();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -65,7 +65,7 @@ export interface BertDims {
 /** bge-small-en-v1.5's shape (33 M parameters): a realistic cost for benchmarks. */
 export const BGE_SMALL_DIMS: BertDims = { nEmbd: 384, nLayer: 12, nHead: 12, nFf: 1536, contextLength: 512, eps: 1e-12 };
 
-async function bertSpec(vocabDir: string, seed: number, rank: boolean, dims: BertDims = BERT_DIMS, blockType: 'F32' | 'F16' = 'F32'): Promise<{ spec: GgufSpec; nVocab: number }> {
+async function bertSpec(vocabDir: string, seed: number, rank: boolean, dims: BertDims = BERT_DIMS, blockType: 'F32' | 'F16' = 'F32', tokenTypes: 'F32' | 'F16' = 'F32'): Promise<{ spec: GgufSpec; nVocab: number }> {
   const { nEmbd: E, nLayer, nHead, nFf, contextLength, eps } = dims;
   const vocab = await loadZooVocab(vocabDir, BERT_VOCAB);
   const nVocab = vocab.tokens.length;
@@ -78,8 +78,9 @@ async function bertSpec(vocabDir: string, seed: number, rank: boolean, dims: Ber
     .kv('pooling_type', val.u32(rank ? POOLING_TYPE.rank : POOLING_TYPE.mean));
   // Token rows ±1 so every token is far from the others; positions and token types small.
   b.rand('token_embd.weight', [E, nVocab], 1, 'F16')
-    // F32 whatever the block type: BERT adds the type row with ggml_add, which takes no F16 operand
-    .rand('token_types.weight', [E, 2], 0.1, 'F32')
+    // F32 whatever the block type: BERT adds the type row with ggml_add, which takes no F16
+    // operand (llamux refuses a file that stores it otherwise: `tokenTypes` writes one for tests)
+    .rand('token_types.weight', [E, 2], 0.1, tokenTypes)
     .rand('position_embd.weight', [E, contextLength], 0.1, 'F32')
     .fill('token_embd_norm.weight', [E])
     .rand('token_embd_norm.bias', [E], 0.05);
@@ -123,9 +124,9 @@ async function bertSpec(vocabDir: string, seed: number, rank: boolean, dims: Ber
 export async function writeBertModel(
   path: string,
   vocabDir: string,
-  options: { dims: BertDims; rank?: boolean; seed?: number; blockType?: 'F32' | 'F16' },
+  options: { dims: BertDims; rank?: boolean; seed?: number; blockType?: 'F32' | 'F16'; tokenTypes?: 'F32' | 'F16' },
 ): Promise<{ path: string; fileSize: number }> {
-  const { spec } = await bertSpec(vocabDir, options.seed ?? 1, options.rank ?? false, options.dims, options.blockType ?? 'F32');
+  const { spec } = await bertSpec(vocabDir, options.seed ?? 1, options.rank ?? false, options.dims, options.blockType ?? 'F32', options.tokenTypes ?? 'F32');
   const layout = await writeGgufFile(path, spec);
   return { path, fileSize: layout.fileSize };
 }
