@@ -91,6 +91,15 @@ bool Scheduler::Start(std::string *error) {
   // the window: whole states only (no checkpoints: a sequence extends, or is recomputed).
   bool swaLimited = !cfg_.swaFull && llama_model_n_swa(model_) > 0;
   canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_) && !swaLimited;
+  // Speculative decoding drops rejected draft cells from a sequence's tail: only memories that
+  // can do that speculate (a recurrent state would need a checkpoint per drafted token).
+  if (cfg_.spec.mode != 0) {
+    spec_.on = canTruncate_ && cfg_.spec.draftMax > 0;
+    if (!canTruncate_) {
+      spec_.off = swaLimited ? "a window-only sliding-window cache (swaFull false) cannot drop rejected draft tokens"
+                             : "a recurrent or hybrid memory cannot drop rejected draft tokens (its state has no per-token history)";
+    }
+  }
   sequences_.reserve(cfg_.sequences);
   for (uint32_t i = 0; i < cfg_.sequences; i++) {
     sequences_.emplace_back(ctx_, static_cast<int32_t>(i));
@@ -131,6 +140,8 @@ bool Scheduler::Start(std::string *error) {
   ev.ready.kvTypeK = static_cast<int32_t>(cp.type_k);
   ev.ready.kvTypeV = static_cast<int32_t>(cp.type_v);
   ev.ready.canTruncateKv = canTruncate_;
+  ev.ready.speculative = spec_.on ? "ngram" : "off";
+  ev.ready.speculativeOff = spec_.off;
   output_.Emit(std::move(ev));
   output_.FlushEvents(active_, true);
   return true;
@@ -274,37 +285,11 @@ void Scheduler::DecodeBatch() {
         }
       }
       if (r.tick.logitIdx < 0) continue;
-      if (logits_tap::On()) {
-        logits_tap::Record(r.p->sampling.seed, r.nGenerated, llama_get_logits_ith(ctx_, r.tick.logitIdx), llama_vocab_n_tokens(llama_model_get_vocab(model_)));
-      }
-      Clock::time_point t0 = Clock::now();
-      llama_token tok;
-      if (r.reasoning.forcedPos < r.reasoning.forced.size()) {
-        // A reasoning budget ran out: its end marker is forced, token by token.
-        tok = r.reasoning.forced[r.reasoning.forcedPos++];
-        if (r.reasoning.forcedPos == r.reasoning.forced.size()) {
-          r.reasoning.forced.clear();
-          r.reasoning.forcedPos = 0;
-        }
-        if (!r.sampler.Accept(tok)) tok = -2;
+      if (r.spec.draft.empty()) {
+        TokenStep st = NextToken(r, r.tick.logitIdx);
+        if (st.kind != TokenStep::Kind::Continue) EndStep(r, st);
       } else {
-        tok = r.sampler.Sample(ctx_, r.tick.logitIdx);
-      }
-      r.stats.sampleMs += MsBetween(t0, Clock::now());
-      if (tok == -2) {
-        Fail(r, ErrorCode::GrammarFailed, r.sampler.OverStackLimit() ? "The grammar is too ambiguous: more than 1024 parses of the output at once (alternatives that match the same text, nested); make its alternatives start differently" : "The grammar allows no token at this point of the output");
-        continue;
-      }
-      if (tok < 0) {
-        Fail(r, ErrorCode::DecodeFailed, "llama.cpp returned no logits for this sequence");
-        continue;
-      }
-      FinishReason reason = FinishReason::Eog;
-      Output::Step step = output_.OnToken(r, tok, sequenceContextSize_, &reason);
-      if (step == Output::Step::GrammarFailed) {
-        Fail(r, ErrorCode::GrammarFailed, "The tool-call grammar refused the start marker");
-      } else if (step == Output::Step::Finished) {
-        Finish(r, reason);
+        VerifyDraft(r);
       }
     }
     return;
@@ -313,12 +298,68 @@ void Scheduler::DecodeBatch() {
     batch_->KeepComputed();
     return;
   }
+  if (ret == 1 && batch_->HasDrafts()) {
+    // No room for the drafts: the next tick decodes without any before anything steps back
+    // (llama.cpp refused the whole batch before computing anything).
+    spec_.noDraftTick = true;
+    return;
+  }
   if (ret == 1) {
     // No room in the KV cache: idle KV goes first, then one request steps back (preemption.cc).
     OnKvFull();
     return;
   }
   FailBatch(ErrorCode::DecodeFailed, "llama_decode failed with code " + std::to_string(ret));
+}
+
+// One token from output row `idx`: sampled (or forced: a spent reasoning budget), then fed to
+// the output path. The step says whether generation goes on; the caller ends the request.
+Scheduler::TokenStep Scheduler::NextToken(Request &r, int32_t idx) {
+  TokenStep st;
+  if (logits_tap::On()) {
+    logits_tap::Record(r.p->sampling.seed, r.nGenerated, llama_get_logits_ith(ctx_, idx), nVocab_);
+  }
+  Clock::time_point t0 = Clock::now();
+  llama_token tok;
+  if (r.reasoning.forcedPos < r.reasoning.forced.size()) {
+    // A reasoning budget ran out: its end marker is forced, token by token.
+    tok = r.reasoning.forced[r.reasoning.forcedPos++];
+    if (r.reasoning.forcedPos == r.reasoning.forced.size()) {
+      r.reasoning.forced.clear();
+      r.reasoning.forcedPos = 0;
+    }
+    if (!r.sampler.Accept(tok)) tok = -2;
+  } else {
+    tok = r.sampler.Sample(ctx_, idx);
+  }
+  r.stats.sampleMs += MsBetween(t0, Clock::now());
+  st.tok = tok;
+  if (tok == -2) {
+    st.kind = TokenStep::Kind::Fail;
+    st.code = ErrorCode::GrammarFailed;
+    st.message = r.sampler.OverStackLimit() ? "The grammar is too ambiguous: more than 1024 parses of the output at once (alternatives that match the same text, nested); make its alternatives start differently" : "The grammar allows no token at this point of the output";
+    return st;
+  }
+  if (tok < 0) {
+    st.kind = TokenStep::Kind::Fail;
+    st.code = ErrorCode::DecodeFailed;
+    st.message = "llama.cpp returned no logits for this sequence";
+    return st;
+  }
+  Output::Step step = output_.OnToken(r, tok, sequenceContextSize_, &st.reason);
+  if (step == Output::Step::GrammarFailed) {
+    st.kind = TokenStep::Kind::Fail;
+    st.code = ErrorCode::GrammarFailed;
+    st.message = "The tool-call grammar refused the start marker";
+  } else if (step == Output::Step::Finished) {
+    st.kind = TokenStep::Kind::Finish;
+  }
+  return st;
+}
+
+void Scheduler::EndStep(Request &r, const TokenStep &st) {
+  if (st.kind == TokenStep::Kind::Fail) Fail(r, st.code, st.message);
+  else if (st.kind == TokenStep::Kind::Finish) Finish(r, st.reason);
 }
 
 void Scheduler::Finish(Request &r, FinishReason reason) {
@@ -378,6 +419,7 @@ void Scheduler::Run() {
     try {
       progressed = Admit();
       SpillTaxingIdleKv();
+      PlanDrafts();
       if (batch_->Build(active_)) DecodeBatch();
     } catch (const std::exception &e) {
       // A C++ exception must never leave the engine thread: fail what was running, go on.

@@ -147,7 +147,7 @@ export function checkLogitBias(o: ParsedGenerateOptions | ParsedContinueOptions,
 
 type Sampled = Pick<
   NativeRequest,
-  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'greedyToolSyntax' | 'cacheScope'
+  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'greedyToolSyntax' | 'cacheScope' | 'speculative'
   | 'temperature' | 'topK' | 'topP' | 'minP' | 'typicalP' | 'repeatPenalty' | 'frequencyPenalty' | 'presencePenalty' | 'penaltyLastN' | 'seed'
   | 'grammar' | 'grammarRoot' | 'logitBiasTokens' | 'logitBiasValues'
 >;
@@ -168,6 +168,7 @@ function sampledFields(o: ParsedGenerateOptions | ParsedContinueOptions): Sample
     renderSpecial: o.renderSpecial,
     greedyToolSyntax: o.greedyToolSyntax,
     cacheScope: o.cacheScope ?? '',
+    speculative: o.speculative,
     temperature: o.temperature,
     topK: o.topK,
     topP: o.topP,
@@ -248,6 +249,7 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
     renderSpecial: false,
     greedyToolSyntax: false,
     cacheScope: '',
+    speculative: false,
     temperature: 0,
     topK: 0,
     topP: 1,
@@ -304,6 +306,12 @@ export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarke
     idleKvSpillMs: opts.idleKvSpillMs,
     prefixCache: opts.prefixCache,
     kvCheckpoints: opts.kvCheckpoints,
+    speculative: opts.speculative ? opts.speculative.mode : 'off',
+    specDraftMax: opts.speculative?.draftMax ?? 0,
+    specNgramMin: opts.speculative?.ngramMin ?? 1,
+    specNgramMax: opts.speculative?.ngramMax ?? 1,
+    specMaxSequences: opts.speculative?.maxSequences ?? 0,
+    specTickBudget: opts.speculative?.tickBudget ?? 0,
     cacheDir: opts.cacheDir ? resolvePath(opts.cacheDir) : '',
     cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024),
     diskWriteThrough: opts.cacheWriteThrough,
