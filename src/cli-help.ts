@@ -41,6 +41,10 @@ Options:
       --cache-dir DIR       Disk tier of saved sequence states (off by default)
       --deterministic       Logits independent of batching, cache tiers and concurrency (same
                             model, CPU variant and thread count; slower prefill): docs/determinism.md
+      --spec MODE           Speculative decoding: ngram (drafts looked up in the prompt and
+                            output, verified in the decode batch; same output) or off (default);
+                            a request opts out with "speculative": false
+      --spec-draft-max N    Draft tokens per verification at most (default 12)
       --store PATH          SQLite file of the tool-call store (default: in memory)
       --chat-template FILE  Jinja chat template replacing the model's own
       --max-body BYTES      Largest accepted request body (default 4194304)

@@ -66,6 +66,20 @@ function progressPrinter(label: string, quiet: boolean): { onProgress: (p: numbe
   };
 }
 
+/** `--spec ngram|off` and its limits (a draft model is not available yet: said, not ignored). */
+function specArgs(mode: string | undefined, draftMax: string | undefined, draftModel: string | undefined): { speculative?: false | { mode: 'ngram'; draftMax?: number } } {
+  if (draftModel !== undefined || mode === 'draft') {
+    throw new UsageError('--spec draft / --draft-model: drafting with a second model is not available yet; use --spec ngram (drafts from the prompt and output)');
+  }
+  if (mode === undefined || mode === 'off') {
+    if (draftMax !== undefined) throw new UsageError('--spec-draft-max needs --spec ngram');
+    return {};
+  }
+  if (mode !== 'ngram') throw new UsageError(`--spec must be ngram or off, not ${JSON.stringify(mode)}`);
+  const n = intArg(draftMax, 'spec-draft-max', 1);
+  return { speculative: { mode: 'ngram', ...(n !== undefined ? { draftMax: n } : {}) } };
+}
+
 async function serve(args: string[]): Promise<void> {
   const { values } = parse(args, {
     model: { type: 'string', short: 'm' },
@@ -79,6 +93,9 @@ async function serve(args: string[]): Promise<void> {
     'allowed-host': { type: 'string', multiple: true },
     'isolate-tenants': { type: 'boolean' },
     deterministic: { type: 'boolean' },
+    spec: { type: 'string' },
+    'spec-draft-max': { type: 'string' },
+    'draft-model': { type: 'string' },
     'max-prompt-bytes': { type: 'string' },
     'tokenize-timeout': { type: 'string' },
     'tokenize-workers': { type: 'string' },
@@ -137,6 +154,7 @@ async function serve(args: string[]): Promise<void> {
     ...(values['allowed-host'] ? { allowedHosts: values['allowed-host'] } : {}),
     ...(values['isolate-tenants'] ? { isolateTenants: true } : {}),
     ...(values.deterministic ? { deterministic: true } : {}),
+    ...specArgs(values.spec, values['spec-draft-max'], values['draft-model']),
     ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)),
     ...(cacheRamMb !== undefined ? { cacheRamMb } : {}),
     ...(values['cache-dir'] !== undefined ? { cacheDir: values['cache-dir'] } : {}),

@@ -18,6 +18,7 @@ export type {
   LoadModelOptions,
   PrefillOptions,
   SessionOptions,
+  SpeculativeOptions,
   TokenizeOptions,
   TokenizeAsyncOptions,
 } from './options.js';

@@ -9,7 +9,7 @@ import { ChatTemplate } from '../chat/template.js';
 import type { Context } from '../context.js';
 import { MarkerOptionSchema, type MarkerOption } from '../markers.js';
 import { Model, loadModel } from '../model.js';
-import { parseOptions, rpcEndpoint } from '../options.js';
+import { parseOptions, rpcEndpoint, SpeculativeOptionsSchema, type SpeculativeOptions } from '../options.js';
 import { handleChatCompletions, type HandlerOptions } from './openai.js';
 import { handleCountTokens, handleMessages } from './anthropic.js';
 import { HttpError, sendError, sendJson, toHttpError, type ApiFlavor } from './http.js';
@@ -78,6 +78,8 @@ export interface ServerOptions {
   cacheDir?: string;
   /** The context's deterministic mode (ContextOptions.deterministic, issue 26). */
   deterministic?: boolean;
+  /** Speculative decoding (ContextOptions.speculative, issue 27): 'ngram' or its options; requests opt out with `"speculative": false`. */
+  speculative?: false | 'ngram' | SpeculativeOptions;
   /** SQLite file of the tool-call store (default: in memory, lost on close). */
   storePath?: string;
   /** Bounds of the tool-call store. */
@@ -108,6 +110,7 @@ const ServerOptionsSchema = z
     apiKey: z.union([z.string().min(1, 'an API key must not be empty'), z.array(z.string().min(1, 'an API key must not be empty')).min(1)]).optional(),
     allowedHosts: z.array(z.string().min(1)).default([]),
     isolateTenants: z.boolean().default(false),
+    speculative: z.union([z.literal(false), z.literal('ngram'), SpeculativeOptionsSchema]).optional(),
     headersTimeoutMs: z.number().int().positive().default(10_000),
     requestTimeoutMs: z.number().int().positive().default(60_000),
     keepAliveTimeoutMs: z.number().int().positive().default(5_000),
@@ -224,6 +227,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       ...(o.cacheRamMb !== undefined ? { cacheRamMb: o.cacheRamMb } : {}),
       ...(o.cacheDir !== undefined ? { cacheDir: o.cacheDir } : {}),
       ...(o.deterministic ? { deterministic: true } : {}),
+      ...(o.speculative ? { speculative: o.speculative } : {}),
     });
     store = new ToolCallStore(o.storePath ?? ':memory:', o.storeLimits ?? {});
     const template = ChatTemplate.fromModel(model, o.chatTemplate);

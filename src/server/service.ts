@@ -43,6 +43,9 @@ export interface Usage {
   completionTokens: number;
   /** Prompt tokens whose KV was reused (cached). */
   cachedTokens: number;
+  /** Speculative decoding: draft tokens verified, and those the output kept. */
+  draftedTokens: number;
+  acceptedTokens: number;
 }
 
 export interface ServiceToolCall {
@@ -412,7 +415,13 @@ export class ChatService {
             });
             const cachedTokens = this.#ownReuse(p, ev.reusedTokens);
             this.#remember(p, generated);
-            const usage: Usage = { promptTokens: ev.promptTokens, completionTokens: ev.generatedTokens, cachedTokens };
+            const usage: Usage = {
+              promptTokens: ev.promptTokens,
+              completionTokens: ev.generatedTokens,
+              cachedTokens,
+              draftedTokens: ev.timings.draftedTokens,
+              acceptedTokens: ev.timings.acceptedTokens,
+            };
             const reason = emitted > 0 && ev.finishReason !== FinishReason.Length ? 'tool_calls' : ev.finishReason;
             yield ev.stop !== undefined ? { type: 'final', reason, stop: ev.stop, usage } : { type: 'final', reason, usage };
             break;
