@@ -7,6 +7,7 @@ import { LlamuxError, loadModel, type Context, type ContextOptions, type Generat
 import { TEST_MODEL_NAMES, testModelSpec } from '../../src/gguf/fixtures.js';
 import { collectEvents, markersOf, ONE_THREAD, script, testModel, type TestModelName } from '../helpers/models.js';
 import { zooModels } from '../helpers/zoo.js';
+import { QWEN_ANSWER, QWEN_REASONING, QWEN_THINK_PROMPT, ensureFormatModel, qwenThinkSpec } from '../formats/fixtures.js';
 
 const EXACT = { temperature: 1, topK: 0, topP: 1, minP: 0 } as const;
 const SEEDS = Array.from({ length: 12 }, (_, i) => 17 + i * 7919);
@@ -307,6 +308,35 @@ describe('speculative: tool-call spans and grammars', () => {
       expect(r2.timings.acceptedTokens).toBeGreaterThan(0);
     } finally {
       await ctx.dispose();
+    }
+  });
+});
+
+describe('speculative: reasoning spans', () => {
+  it('reasoning events and a spent reasoning budget (forced end marker) come out as without speculation', async () => {
+    const m = await loadModel(await ensureFormatModel(qwenThinkSpec()));
+    try {
+      // the previous turn's reasoning and answer in the prompt: drafts for both
+      const prompt = `${QWEN_THINK_PROMPT}${QWEN_REASONING}</think>${QWEN_ANSWER}<|im_end|>\n${QWEN_THINK_PROMPT}`;
+      const plain = await m.createContext({ ...ONE_THREAD, contextSize: 2048, speculative: false });
+      const spec = await m.createContext({ ...ONE_THREAD, contextSize: 2048, speculative: 'ngram' });
+      try {
+        for (const budget of [undefined, 2, 0]) {
+          const o = { prompt, parseSpecial: true, temperature: 0, emitTokenIds: true, ...(budget !== undefined ? { reasoningBudget: budget } : {}) };
+          const a = await plain.complete(o);
+          const b = await spec.complete(o);
+          expect(ids(b)).toEqual(ids(a));
+          expect(b.reasoning).toEqual(a.reasoning);
+          expect(b.text).toBe(QWEN_ANSWER);
+          expect(b.reasoning?.text).toBe(budget === undefined ? QWEN_REASONING : budget === 2 ? ' Two plus' : '');
+          if (budget === undefined) expect(b.timings.acceptedTokens).toBeGreaterThan(0);
+        }
+      } finally {
+        await plain.dispose();
+        await spec.dispose();
+      }
+    } finally {
+      await m.dispose();
     }
   });
 });
