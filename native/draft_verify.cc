@@ -41,6 +41,9 @@ void Scheduler::PlanDrafts() {
     maxLen = std::min(maxLen, ctxLeft);
     if (maxLen == 0) continue;
     spec::NgramDraft(r.tokens, cfg_.spec.ngramMin, cfg_.spec.ngramMax, maxLen, &r.spec.draft);
+    // A draft token a grammar refuses cannot be sampled: the draft stops before it (the
+    // grammars already took the pending token when it was sampled or forced).
+    r.spec.draft.resize(r.sampler.GrammarPrefix(r.spec.draft.data(), r.spec.draft.size()));
     budget -= r.spec.draft.size();
   }
 }

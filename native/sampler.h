@@ -57,6 +57,11 @@ class Sampler {
   bool StartToolGrammar(const std::vector<llama_token> &prefix);
   void StopToolGrammar() { toolActive_ = false; }
 
+  // Speculative decoding: how many of `n` draft tokens the grammars (the request's grammar and
+  // an active tool grammar) accept in order, checked on copies (the real state is untouched).
+  // A draft token a grammar refuses can never be sampled, so verifying past it is wasted work.
+  size_t GrammarPrefix(const llama_token *draft, size_t n);
+
   // Whether the request failed because its grammar's parse stacks passed kMaxGrammarStacks.
   bool OverStackLimit() const { return overStackLimit_; }
 
@@ -71,6 +76,7 @@ class Sampler {
   llama_sampler *BuildChain(const llama_vocab *vocab, const SamplerParams &p, bool greedy, std::string *error);
 
   llama_sampler *normal_ = nullptr;
+  llama_sampler *grammar_ = nullptr;  // the request's grammar inside normal_ (owned by the chain)
   llama_sampler *greedy_ = nullptr;
   bool useGreedy_ = false;
   bool normalIsGreedy_ = false;  // temperature <= 0: the request's chain ends in greedy too

@@ -293,13 +293,22 @@ describe('speculative: tool-call spans and grammars', () => {
     }
   });
 
-  it('a tool grammar refuses drafts copied from a broken call and the valid call comes out', async () => {
+  it('drafts copied from a broken call are cut where the tool grammar refuses them; the valid call comes out', async () => {
     const prompt = copying('grammar-call');
     const ctx = await context('grammar-call', true, { toolCallMarkers: markersOf('grammar-call') });
+    const plain = await context('grammar-call', false, { toolCallMarkers: markersOf('grammar-call') });
     try {
       const r = await ctx.complete({ prompt, temperature: 0, tools: [WEATHER], emitTokenIds: true });
+      const a = await plain.complete({ prompt, temperature: 0, tools: [WEATHER], emitTokenIds: true });
       expect(r.toolCalls[0]!.text).toBe(GOOD_CALL);
-      expect(r.timings.draftedTokens).toBeGreaterThan(r.timings.acceptedTokens);
+      expect(ids(r)).toEqual(ids(a));
+      // Each wrong token of the copied call is one the grammar refuses (the script's near ties
+      // are exactly those): no verified draft token is one the grammar could not take.
+      expect(r.timings.draftedTokens).toBe(r.timings.acceptedTokens);
+      // without tools the same prompt drafts the broken call, and it is kept (it is the greedy output)
+      const free = await ctx.complete({ prompt, temperature: 0, emitTokenIds: true });
+      expect(free.toolCalls[0]!.text).toBe('{"name": "get_wether", "arguments": {"city": Rome, "days": "3"}}');
+      expect(free.timings.acceptedTokens).toBeGreaterThan(r.timings.acceptedTokens);
       // with the valid call in the prompt, its drafts pass the grammar
       const good = [...prompt.slice(0, -script('grammar-call').promptTokens.length + 1), ...ids(r), ...script('grammar-call').promptTokens.slice(1)];
       const r2 = await ctx.complete({ prompt: good, temperature: 0, tools: [WEATHER], emitTokenIds: true });
@@ -308,6 +317,7 @@ describe('speculative: tool-call spans and grammars', () => {
       expect(r2.timings.acceptedTokens).toBeGreaterThan(0);
     } finally {
       await ctx.dispose();
+      await plain.dispose();
     }
   });
 });
