@@ -84,8 +84,16 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.rpc = model_->rpc;
   {
     std::string mode = RequireString(env, o, "speculative");
-    if (mode != "off" && mode != "ngram") throw Napi::RangeError::New(env, "speculative must be \"off\" or \"ngram\"");
-    cfg.spec.mode = mode == "ngram" ? 1 : 0;
+    if (mode != "off" && mode != "ngram" && mode != "draft") throw Napi::RangeError::New(env, "speculative must be \"off\", \"ngram\" or \"draft\"");
+    cfg.spec.mode = mode == "ngram" ? 1 : mode == "draft" ? 2 : 0;
+    Napi::Value dm = o.Get("draftModel");
+    if (!dm.IsNull()) {
+      Model *draft = Model::Unwrap(dm);
+      if (draft == nullptr) throw Napi::TypeError::New(env, "draftModel must be a Model or null");
+      draftModel_ = draft->Handle(env);
+      cfg.spec.draftModel = draftModel_->model;
+    }
+    if (cfg.spec.mode == 2 && cfg.spec.draftModel == nullptr) throw Napi::TypeError::New(env, "speculative \"draft\" needs draftModel");
     cfg.spec.draftMax = static_cast<uint32_t>(RequireInt(env, o, "specDraftMax"));
     cfg.spec.ngramMin = static_cast<uint32_t>(RequireInt(env, o, "specNgramMin"));
     cfg.spec.ngramMax = static_cast<uint32_t>(RequireInt(env, o, "specNgramMax"));

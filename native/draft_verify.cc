@@ -19,6 +19,8 @@ void Scheduler::PlanDrafts() {
   }
   allowed = allowed && decoders <= cfg_.spec.maxSequences;
   size_t budget = cfg_.spec.tickBudget;
+  std::vector<Request *> modelDrafts;  // mode "draft": drafted together below
+  std::vector<size_t> modelLens;
   for (auto &rp : active_) {
     Request &r = *rp;
     r.spec.draft.clear();
@@ -40,11 +42,21 @@ void Scheduler::PlanDrafts() {
     size_t ctxLeft = sequenceContextSize_ > r.nPast + 2 ? sequenceContextSize_ - r.nPast - 2 : 0;
     maxLen = std::min(maxLen, ctxLeft);
     if (maxLen == 0) continue;
+    if (draft_) {
+      modelDrafts.push_back(&r);
+      modelLens.push_back(maxLen);
+      budget -= maxLen;
+      continue;
+    }
     spec::NgramDraft(r.tokens, cfg_.spec.ngramMin, cfg_.spec.ngramMax, maxLen, &r.spec.draft);
     // A draft token a grammar refuses cannot be sampled: the draft stops before it (the
     // grammars already took the pending token when it was sampled or forced).
     r.spec.draft.resize(r.sampler.GrammarPrefix(r.spec.draft.data(), r.spec.draft.size()));
     budget -= r.spec.draft.size();
+  }
+  if (!modelDrafts.empty()) {
+    draft_->Draft(modelDrafts, modelLens);
+    for (Request *r : modelDrafts) r->spec.draft.resize(r->sampler.GrammarPrefix(r->spec.draft.data(), r->spec.draft.size()));
   }
 }
 

@@ -19,6 +19,7 @@ Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
 }
 
 Scheduler::~Scheduler() {
+  draft_.reset();
   batch_.reset();
   tiers_.reset();
   pools_.Detach(ctx_);
@@ -93,6 +94,19 @@ bool Scheduler::Start(std::string *error) {
   canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_) && !swaLimited;
   // Speculative decoding drops rejected draft cells from a sequence's tail: only memories that
   // can do that speculate (a recurrent state would need a checkpoint per drafted token).
+  if (cfg_.spec.mode == 2 && canTruncate_) {
+    draft_ = std::make_unique<DraftModel>();
+    std::string why;
+    if (!draft_->Start(cfg_.spec.draftModel, model_, cfg_.contextSize, cfg_.sequences, cp.n_threads, &why)) {
+      draft_.reset();
+      batch_.reset();
+      pools_.Detach(ctx_);
+      llama_free(ctx_);
+      ctx_ = nullptr;
+      *error = "speculative draft model: " + why;
+      return false;
+    }
+  }
   if (cfg_.spec.mode != 0) {
     spec_.on = canTruncate_ && cfg_.spec.draftMax > 0;
     if (!canTruncate_) {
@@ -140,7 +154,7 @@ bool Scheduler::Start(std::string *error) {
   ev.ready.kvTypeK = static_cast<int32_t>(cp.type_k);
   ev.ready.kvTypeV = static_cast<int32_t>(cp.type_v);
   ev.ready.canTruncateKv = canTruncate_;
-  ev.ready.speculative = spec_.on ? "ngram" : "off";
+  ev.ready.speculative = !spec_.on ? "off" : cfg_.spec.mode == 2 ? "draft" : "ngram";
   ev.ready.speculativeOff = spec_.off;
   output_.Emit(std::move(ev));
   output_.FlushEvents(active_, true);
@@ -483,6 +497,7 @@ void Scheduler::Shutdown() {
   // I/O thread is joined below). Not with KV on RPC servers: reading it back could wait on
   // a dead server.
   if (!cfg_.rpc) tiers_->SaveAllToDisk(sequences_, 16);
+  draft_.reset();
   batch_.reset();
   tiers_.reset();  // finishes queued disk writes, then joins the I/O thread
   pools_.Detach(ctx_);

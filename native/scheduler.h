@@ -36,6 +36,7 @@
 #include "sequence.h"
 #include "sessions.h"
 #include "speculative.h"
+#include "draft_model.h"
 #include "state_tiers.h"
 #include "thread_pools.h"
 
@@ -153,6 +154,7 @@ class Scheduler {
     std::string off;           // why it does not, when the mode asked for it
     bool noDraftTick = false;  // the last batch found no room with drafts: one tick without
   } spec_;
+  std::unique_ptr<DraftModel> draft_;  // mode "draft" (destroyed before ctx_: declared later, freed first)
 
   // preemption.cc: a full KV cache
   void OnKvFull();

@@ -22,7 +22,8 @@ namespace llamux {
 
 // Read from required keys of the context config (src/native-request.ts).
 struct SpecConfig {
-  int32_t mode = 0;           // 0 off, 1 n-gram
+  int32_t mode = 0;           // 0 off, 1 n-gram, 2 draft model (draft_model.h)
+  llama_model *draftModel = nullptr;  // mode 2 (kept alive by the native Context)
   uint32_t draftMax = 0;      // draft tokens per verification, at most
   uint32_t ngramMin = 0;      // shortest suffix looked up
   uint32_t ngramMax = 0;      // longest suffix looked up (tried first)

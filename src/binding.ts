@@ -111,7 +111,9 @@ export interface NativeContextOptions {
   prefixCache: boolean;
   kvCheckpoints: number;
   /** Speculative decoding: 'off' or 'ngram' (drafts from the request's own tokens); the spec* limits below. */
-  speculative: 'off' | 'ngram';
+  speculative: 'off' | 'ngram' | 'draft';
+  /** mode 'draft': the draft model (same vocabulary); null otherwise. */
+  draftModel: NativeModel | null;
   specDraftMax: number;
   specNgramMin: number;
   specNgramMax: number;
@@ -271,7 +273,7 @@ export interface NativeReady {
   /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
   canTruncateKv: boolean;
   /** The drafting mode applied ('off' when not asked, or when the memory cannot drop rejected drafts). */
-  speculative: 'off' | 'ngram';
+  speculative: 'off' | 'ngram' | 'draft';
   /** Why speculation is off although the options asked for it. */
   speculativeOff?: string;
   /**

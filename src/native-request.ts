@@ -307,6 +307,7 @@ export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarke
     prefixCache: opts.prefixCache,
     kvCheckpoints: opts.kvCheckpoints,
     speculative: opts.speculative ? opts.speculative.mode : 'off',
+    draftModel: (opts.speculative?.model?.nativeHandle() as NativeContextOptions['draftModel'] | undefined) ?? null,
     specDraftMax: opts.speculative?.draftMax ?? 0,
     specNgramMin: opts.speculative?.ngramMin ?? 1,
     specNgramMax: opts.speculative?.ngramMax ?? 1,

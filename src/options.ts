@@ -95,7 +95,14 @@ export const GGML_TYPE_IDS: Record<z.infer<typeof kvType>, number> = {
  */
 export const SpeculativeOptionsSchema = z
   .object({
-    mode: z.literal('ngram'),
+    /** 'ngram': drafts looked up in the request's prompt and output; 'draft': greedy drafts of `model`. */
+    mode: z.enum(['ngram', 'draft']),
+    /** mode 'draft': a second, smaller model with the same vocabulary (kept alive by the context). */
+    model: z
+      .custom<DraftModelLike>((v) => typeof v === 'object' && v !== null && typeof (v as { nativeHandle?: unknown }).nativeHandle === 'function', {
+        message: 'expected a Model',
+      })
+      .optional(),
     /** Draft tokens per verification at most; the length adapts to acceptance below it. */
     draftMax: z.number().int().min(1).max(64).default(12),
     /** Shortest suffix of the text looked up earlier in the prompt and output. */
@@ -108,8 +115,13 @@ export const SpeculativeOptionsSchema = z
     tickBudget: z.number().int().min(1).max(1024).default(32),
   })
   .strict()
-  .refine((o) => o.ngramMax >= o.ngramMin, { message: 'ngramMax must be >= ngramMin', path: ['ngramMax'] });
+  .refine((o) => o.ngramMax >= o.ngramMin, { message: 'ngramMax must be >= ngramMin', path: ['ngramMax'] })
+  .refine((o) => (o.mode === 'draft') === (o.model !== undefined), { message: "mode 'draft' needs a model, and only it takes one", path: ['model'] });
 export type SpeculativeOptions = z.input<typeof SpeculativeOptionsSchema>;
+/** What a draft model must offer (a `Model`; structural to keep options.ts free of model.ts). */
+export interface DraftModelLike {
+  nativeHandle(): unknown;
+}
 
 export const ContextOptionsSchema = z
   .object({
