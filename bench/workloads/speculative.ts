@@ -3,9 +3,12 @@
 // at 1 and 8 sequences.
 //
 // The target is a scripted model (src/gguf/scripted.ts: its greedy output is a known token
-// script) with the per-token cost of a ~90 M-parameter model: one block of n_embd 1536 and a
-// 16,384-wide feed-forward, Q8_0 (llama.cpp's cost does not depend on weight values). Known
+// script) with the per-token cost of a ~40 M-parameter model: one block of n_embd 1024 and a
+// 12,288-wide feed-forward, Q8_0 (llama.cpp's cost does not depend on weight values). Known
 // output makes agreement controllable and exactness checkable on every run:
+//   - draft model at A %: the same script in a small model (n_embd ~450, feed-forward 64, F16,
+//     the same vocabulary) whose output-head rows are rotated among a share 1 - A of the
+//     script's positions, so it predicts wrongly exactly there; the prompt is the plain one;
 //   - copy at A %: the prompt holds the script's 200 tokens with each token replaced by another
 //     script token with probability 1 - A (0 %: every drafted n-gram continues wrongly, the
 //     adversarial case: drafts exist and all are rejected);
@@ -15,7 +18,7 @@
 import { join } from 'node:path';
 import { buildScriptedModel, encodeGguf, sp, SPACE, writeBytesAtomic, type ScriptedModelSpec } from '../../src/gguf/index.js';
 import { Prng } from '../../src/gguf/prng.js';
-import { loadModel, setLogger, type Context, type Model } from '../../src/index.js';
+import { loadModel, setLogger, type Context, type ContextOptions, type Model } from '../../src/index.js';
 import { runRaw } from '../drivers/raw.js';
 import { benchDir } from '../models.js';
 import { progress, progressDone, table, writeResult, type Row } from '../report.js';
@@ -68,8 +71,8 @@ function workloads(): Workloads {
       { name: 'agent', prompt: sp('Edit| the| file| please:'), continuation: [...header, ...file.slice(...copied), ...middle, ...fresh, ...tail] },
     ],
     extraWords: file,
-    nEmbd: 1536,
-    nFf: 16384,
+    nEmbd: 1024,
+    nFf: 12288,
     weightType: 'Q8_0',
   };
   return { spec, copy, file, copied };
@@ -77,6 +80,7 @@ function workloads(): Workloads {
 
 interface Prepared {
   path: string;
+  spec: ScriptedModelSpec;
   /** token id of each piece */
   id: (piece: string) => number;
   copyPrompt: number[];
@@ -90,7 +94,7 @@ async function prepare(): Promise<Prepared> {
   const w = workloads();
   const built = buildScriptedModel(w.spec);
   mkdirSync(benchDir, { recursive: true });
-  const path = join(benchDir, 'spec-scripted-q8_0.gguf');
+  const path = join(benchDir, 'spec-scripted-40m-q8_0.gguf');
   if (!existsSync(path)) await writeBytesAtomic(path, encodeGguf(built.gguf));
   const d = built.description;
   const id = (p: string): number => {
@@ -100,6 +104,7 @@ async function prepare(): Promise<Prepared> {
   };
   return {
     path,
+    spec: w.spec,
     id,
     copyPrompt: [...d.scripts.copy!.promptTokens],
     copyGreedy: [...d.scripts.copy!.greedy],
@@ -122,6 +127,27 @@ function copyPrompt(p: Prepared, agreement: number): number[] {
     body = g.map((t, i) => (rng.nextU32() % 1000 < agreement * 1000 ? t : g[(i + 50) % g.length]!));
   }
   return [...p.copyPrompt, ...body, ...p.copyPrompt.slice(1)];
+}
+
+/** The draft model at `agreement`: its output-head rows rotated among the successors of a share 1 - agreement of the copy script's positions. */
+async function draftModelAt(p: Prepared, agreement: number): Promise<string> {
+  const path = join(benchDir, `spec-draft-${Math.round(agreement * 100)}.gguf`);
+  if (existsSync(path)) return path;
+  const { nEmbd: _big, ...small } = p.spec;
+  const built = buildScriptedModel({ ...small, nFf: 64, weightType: 'F16' });
+  const g = p.copyGreedy;
+  const rng = new Prng(0xd4 + Math.round(agreement * 100));
+  const chosen = g.filter(() => rng.nextU32() % 1000 >= agreement * 1000);
+  const tensors = built.gguf.tensors.map((t) => {
+    if (t.name !== 'output.weight' || chosen.length < 2) return t;
+    const D = t.shape[0] as number;
+    const src = t.data as Float32Array;
+    const data = Float32Array.from(src);
+    chosen.forEach((tok, j) => data.set(src.subarray(chosen[(j + 1) % chosen.length]! * D, (chosen[(j + 1) % chosen.length]! + 1) * D), tok * D));
+    return { ...t, data };
+  });
+  await writeBytesAtomic(path, encodeGguf({ ...built.gguf, tensors }));
+  return path;
 }
 
 function agentPrompt(p: Prepared): number[] {
@@ -162,67 +188,89 @@ export async function runSpeculativeBench(opts: SpeculativeBenchOptions = {}): P
   const model: Model = await loadModel(p.path);
   const out: string[] = [];
   const json: Record<string, unknown> = { threads, runs, rows: {} };
-  const cases: Array<{ name: string; prompt: number[]; expect: number[] }> = [
-    ...[0, 0.5, 0.8, 0.95].map((a) => ({ name: `copy, ${Math.round(a * 100)} % agreement`, prompt: copyPrompt(p, a), expect: p.copyGreedy })),
-    { name: 'agent: tool arguments copy the prompt', prompt: agentPrompt(p), expect: p.agentGreedy },
+  type Case = { name: string; prompt: number[]; expect: number[]; draft?: string; many: boolean };
+  const levels = [0, 0.5, 0.8, 0.95];
+  const cases: Case[] = [
+    ...levels.map((a) => ({ name: `n-gram, copy at ${Math.round(a * 100)} %`, prompt: copyPrompt(p, a), expect: p.copyGreedy, many: a === 0 || a === 0.8 })),
+    { name: 'n-gram, agent: tool arguments copy the prompt', prompt: agentPrompt(p), expect: p.agentGreedy, many: true },
   ];
+  for (const a of levels) {
+    progress(`speculative: building the draft model at ${Math.round(a * 100)} %`);
+    cases.push({ name: `draft model at ${Math.round(a * 100)} %`, prompt: p.copyPrompt, expect: p.copyGreedy, draft: await draftModelAt(p, a), many: a === 0 || a === 0.8 });
+  }
+  const drafts = new Map<string, Model>();
   try {
     for (const nSeq of opts.quick ? [1] : [1, 8]) {
       const rows: Row[] = [];
-      const mk = (spec: false | { maxSequences: number }): Promise<Context> =>
-        model.createContext({ contextSize: 1024 * nSeq, sequences: nSeq, threads, batchThreads: threads, toolCallMarkers: false, speculative: spec === false ? false : { mode: 'ngram', ...spec } });
-      // the default policy (no drafting above 4 decoding sequences) and, at 8, drafting anyway
+      const mk = async (spec: false | { maxSequences: number; draft?: string }): Promise<Context> => {
+        let speculative: ContextOptions['speculative'] = false;
+        if (spec !== false && spec.draft !== undefined) {
+          let d = drafts.get(spec.draft);
+          if (!d) drafts.set(spec.draft, (d = await loadModel(spec.draft)));
+          speculative = { mode: 'draft', model: d, maxSequences: spec.maxSequences };
+        } else if (spec !== false) {
+          speculative = { mode: 'ngram', maxSequences: spec.maxSequences };
+        }
+        return model.createContext({ contextSize: 1024 * nSeq, sequences: nSeq, threads, batchThreads: threads, toolCallMarkers: false, speculative });
+      };
       const plainCtx = await mk(false);
-      const specCtx = await mk({ maxSequences: 4 });
-      const forcedCtx = nSeq > 4 ? await mk({ maxSequences: nSeq }) : undefined;
       try {
-        // 8 sequences: the adversarial, the typical and the agent case, 64 tokens each
-        const here = nSeq === 1 ? cases : cases.filter((_, i) => i === 0 || i === 2 || i === 4).map((c) => ({ ...c, expect: c.expect.slice(0, 64) }));
+        // 8 sequences: the adversarial and the typical cases, 64 tokens each
+        const here = nSeq === 1 ? cases : cases.filter((c) => c.many).map((c) => ({ ...c, expect: c.expect.slice(0, 64) }));
         for (const c of here) {
           progress(`speculative: ${nSeq} seq, ${c.name}`);
-          // warm-up: graphs of every batch shape
-          await measure(specCtx, c.prompt, c.expect, nSeq, true);
-          const r = await repeat(runs, async () => {
-            const raw = runRaw(p.path, c.prompt.length, c.expect.length, threads, nSeq, 'plain').decodeTokensPerSec;
-            const plain = await measure(plainCtx, c.prompt, c.expect, nSeq, false);
-            const spec = await measure(specCtx, c.prompt, c.expect, nSeq, true);
-            const forced = forcedCtx ? await measure(forcedCtx, c.prompt, c.expect, nSeq, true) : undefined;
-            return {
-              raw,
-              plain: plain.decode,
-              spec: spec.decode,
-              forced: forced?.decode ?? NaN,
-              acceptance: spec.drafted > 0 ? spec.accepted / spec.drafted : 0,
-              forcedAcceptance: forced && forced.drafted > 0 ? forced.accepted / forced.drafted : 0,
-              exact: plain.exact && spec.exact && (forced?.exact ?? true) ? 1 : 0,
-            };
-          });
-          const row = (system: string, s: Spread, acc?: Spread): Row => ({
-            workload: c.name,
-            system,
-            'decode tok/s': fmtSpread(s),
-            'vs raw': ratio(s, r.raw),
-            'vs llamux plain': ratio(s, r.plain),
-            'accepted/drafted': acc ? acc.median.toFixed(2) : '',
-            exact: r.exact.min === 1 ? 'yes' : 'NO',
-          });
-          rows.push(row('raw C++ loop', r.raw), row('llamux, no speculation', r.plain), row('llamux --spec ngram', r.spec, r.acceptance));
-          if (forcedCtx) rows.push(row('llamux ngram, drafting at 8 seqs', r.forced, r.forcedAcceptance));
-          (json.rows as Record<string, unknown>)[`${nSeq}:${c.name}`] = r;
+          // the default policy (no drafting above 4 decoding sequences) and, at 8, drafting anyway
+          const specCtx = await mk({ maxSequences: 4, ...(c.draft ? { draft: c.draft } : {}) });
+          const forcedCtx = nSeq > 4 ? await mk({ maxSequences: nSeq, ...(c.draft ? { draft: c.draft } : {}) }) : undefined;
+          try {
+            // warm-up: graphs of every batch shape
+            await measure(specCtx, c.prompt, c.expect, nSeq, true);
+            await measure(plainCtx, c.prompt, c.expect, nSeq, false);
+            const r = await repeat(runs, async () => {
+              const raw = runRaw(p.path, c.prompt.length, c.expect.length, threads, nSeq, 'plain').decodeTokensPerSec;
+              const plain = await measure(plainCtx, c.prompt, c.expect, nSeq, false);
+              const spec = await measure(specCtx, c.prompt, c.expect, nSeq, true);
+              const forced = forcedCtx ? await measure(forcedCtx, c.prompt, c.expect, nSeq, true) : undefined;
+              return {
+                raw,
+                plain: plain.decode,
+                spec: spec.decode,
+                forced: forced?.decode ?? NaN,
+                acceptance: spec.drafted > 0 ? spec.accepted / spec.drafted : 0,
+                forcedAcceptance: forced && forced.drafted > 0 ? forced.accepted / forced.drafted : 0,
+                exact: plain.exact && spec.exact && (forced?.exact ?? true) ? 1 : 0,
+              };
+            });
+            const row = (system: string, sp: Spread, acc?: Spread): Row => ({
+              workload: c.name,
+              system,
+              'decode tok/s': fmtSpread(sp),
+              'vs raw': ratio(sp, r.raw),
+              'vs llamux plain': ratio(sp, r.plain),
+              'accepted/drafted': acc ? acc.median.toFixed(2) : '',
+              exact: r.exact.min === 1 ? 'yes' : 'NO',
+            });
+            const label = c.draft ? 'llamux, draft model' : 'llamux, n-gram';
+            rows.push(row('raw C++ loop', r.raw), row('llamux, no speculation', r.plain), row(label, r.spec, r.acceptance));
+            if (forcedCtx) rows.push(row(`${label}, drafting at 8 seqs`, r.forced, r.forcedAcceptance));
+            (json.rows as Record<string, unknown>)[`${nSeq}:${c.name}`] = r;
+          } finally {
+            await specCtx.dispose();
+            await forcedCtx?.dispose();
+          }
         }
       } finally {
         await plainCtx.dispose();
-        await specCtx.dispose();
-        await forcedCtx?.dispose();
       }
       out.push(
         table(
-          `speculative decoding, ${nSeq} sequence${nSeq > 1 ? 's' : ''} (${nSeq > 1 ? 'aggregate, 64 tokens each' : 'one request'}), scripted target ~90 M params Q8_0, ${threads} threads; median of ${runs} (min–max)`,
+          `speculative decoding, ${nSeq} sequence${nSeq > 1 ? 's' : ''} (${nSeq > 1 ? 'aggregate, 64 tokens each' : 'one request'}), scripted target ~40 M params Q8_0, ${threads} threads; median of ${runs} (min–max)`,
           rows,
         ),
       );
     }
   } finally {
+    for (const d of drafts.values()) await d.dispose();
     await model.dispose();
   }
   progressDone();
