@@ -66,16 +66,22 @@ function progressPrinter(label: string, quiet: boolean): { onProgress: (p: numbe
   };
 }
 
-/** `--spec ngram|off` and its limits (a draft model is not available yet: said, not ignored). */
-function specArgs(mode: string | undefined, draftMax: string | undefined, draftModel: string | undefined): { speculative?: false | { mode: 'ngram'; draftMax?: number } } {
-  if (draftModel !== undefined || mode === 'draft') {
-    throw new UsageError('--spec draft / --draft-model: drafting with a second model is not available yet; use --spec ngram (drafts from the prompt and output)');
-  }
+/** `--spec ngram|draft|off`, `--draft-model` and `--spec-draft-max`. */
+function specArgs(
+  mode: string | undefined,
+  draftMax: string | undefined,
+  draftModel: string | undefined,
+): { speculative?: 'draft' | { mode: 'ngram'; draftMax?: number }; draftModelPath?: string } {
+  if ((mode === 'draft') !== (draftModel !== undefined)) throw new UsageError('--spec draft and --draft-model PATH go together');
   if (mode === undefined || mode === 'off') {
     if (draftMax !== undefined) throw new UsageError('--spec-draft-max needs --spec ngram');
     return {};
   }
-  if (mode !== 'ngram') throw new UsageError(`--spec must be ngram or off, not ${JSON.stringify(mode)}`);
+  if (mode === 'draft') {
+    if (draftMax !== undefined) throw new UsageError('--spec-draft-max applies to --spec ngram');
+    return { speculative: 'draft', draftModelPath: draftModel! };
+  }
+  if (mode !== 'ngram') throw new UsageError(`--spec must be ngram, draft or off, not ${JSON.stringify(mode)}`);
   const n = intArg(draftMax, 'spec-draft-max', 1);
   return { speculative: { mode: 'ngram', ...(n !== undefined ? { draftMax: n } : {}) } };
 }

@@ -77,6 +77,37 @@ describe('llamux server with speculative: ngram', () => {
   });
 });
 
+describe('llamux server with speculative: draft', () => {
+  it('loads the draft model, answers exactly, and refuses a draft mode without its path', async () => {
+    const demo = (await ensureChatModels()).demo;
+    const server = await createServer({ modelPath: demo, port: 0, ctx: 2048, parallel: 1, threads: 1, speculative: 'draft', draftModelPath: demo });
+    try {
+      expect(server.context.settings.speculative).toBe('draft');
+      const res = await fetch(`${server.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'x',
+          temperature: 0,
+          messages: [
+            { role: 'user', content: QUESTION },
+            { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+            { role: 'tool', tool_call_id: 'c1', content: WEATHER_RESULT },
+          ],
+        }),
+      });
+      const body = (await res.json()) as Completion;
+      expect(body.choices[0]!.message.content).toBe(ANSWER);
+      // the draft is the model itself: every draft token is kept
+      expect(body.usage.completion_tokens_details!.accepted_prediction_tokens).toBeGreaterThan(0);
+      expect(body.usage.completion_tokens_details!.rejected_prediction_tokens).toBe(0);
+    } finally {
+      await server.close();
+    }
+    await expect(createServer({ modelPath: demo, port: 0, ctx: 2048, parallel: 1, threads: 1, speculative: 'draft' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
+
 describe('llamux serve --spec', () => {
   function cli(args: string[]): Promise<{ code: number | null; stderr: string }> {
     return new Promise((resolve, reject) => {
@@ -88,16 +119,16 @@ describe('llamux serve --spec', () => {
     });
   }
 
-  it('refuses an unknown mode, a draft model (not available) and limits without a mode, with exit code 2', async () => {
+  it('refuses an unknown mode, a draft mode without its model and limits without a mode, with exit code 2', async () => {
     const [bogus, draft, orphan] = await Promise.all([
       cli(['serve', '--model', 'x', '--spec', 'bogus']),
-      cli(['serve', '--model', 'x', '--spec', 'draft', '--draft-model', 'y']),
+      cli(['serve', '--model', 'x', '--spec', 'draft']),
       cli(['serve', '--model', 'x', '--spec-draft-max', '4']),
     ]);
     expect(bogus.code).toBe(2);
-    expect(bogus.stderr).toMatch(/--spec must be ngram or off/);
+    expect(bogus.stderr).toMatch(/--spec must be ngram, draft or off/);
     expect(draft.code).toBe(2);
-    expect(draft.stderr).toMatch(/second model is not available yet/);
+    expect(draft.stderr).toMatch(/--spec draft and --draft-model PATH go together/);
     expect(orphan.code).toBe(2);
     expect(orphan.stderr).toMatch(/--spec-draft-max needs --spec ngram/);
   });
