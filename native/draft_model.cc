@@ -101,18 +101,17 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
     for (auto &s : seqs_) s.Clear();
     for (Request *r : reqs) r->spec.draft.clear();
   };
+  // All but each request's last token, in chunks; then the last tokens together, with logits
+  // (logits belong to the last decode only, so they must all come from one batch).
   while (true) {
     batch_.n_tokens = 0;
     std::vector<size_t> added(n, 0);
     for (size_t i = 0; i < n && batch_.n_tokens < capacity_; i++) {
       Request &r = *reqs[i];
       Sequence &s = seqs_[static_cast<size_t>(r.seq->Id())];
-      size_t total = r.tokens.size();
-      while (fed[i] + added[i] < total && batch_.n_tokens < capacity_) {
+      while (fed[i] + added[i] + 1 < r.tokens.size() && batch_.n_tokens < capacity_) {
         size_t pos = fed[i] + added[i];
-        bool last = pos + 1 == total;
-        if (last) logitIdx[i] = static_cast<size_t>(batch_.n_tokens);
-        Add(s, r.tokens[pos], pos, last);
+        Add(s, r.tokens[pos], pos, false);
         added[i]++;
       }
     }
@@ -124,9 +123,17 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
       seqs_[static_cast<size_t>(r.seq->Id())].Append(r.tokens.data() + fed[i], added[i]);
       fed[i] += added[i];
     }
-    bool pending = false;
-    for (size_t i = 0; i < n; i++) pending = pending || fed[i] < reqs[i]->tokens.size();
-    if (!pending) break;
+  }
+  batch_.n_tokens = 0;
+  for (size_t i = 0; i < n; i++) {
+    Request &r = *reqs[i];
+    logitIdx[i] = static_cast<size_t>(batch_.n_tokens);
+    Add(seqs_[static_cast<size_t>(r.seq->Id())], r.tokens.back(), r.tokens.size() - 1, true);
+  }
+  if (!Decode()) return fail();
+  for (size_t i = 0; i < n; i++) {
+    Request &r = *reqs[i];
+    seqs_[static_cast<size_t>(r.seq->Id())].Append(&r.tokens.back(), 1);
   }
   // 2) Greedy steps for every request at once; a request stops at its length or an EOG token.
   const int32_t nVocab = llama_vocab_n_tokens(vocab_);

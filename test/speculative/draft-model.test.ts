@@ -67,6 +67,24 @@ describe('speculative: a draft model', () => {
     }
   });
 
+  it('long prompts on 2 sequences (the draft context prefills in several batches): every draft of a faithful draft model is right', async () => {
+    const s = script('long-script');
+    const draft = await draftModel('long-script', []);
+    const ctx = await target.createContext({ ...ONE_THREAD, contextSize: 4096, sequences: 2, toolCallMarkers: false, speculative: { mode: 'draft', model: draft } });
+    try {
+      // 700 prompt tokens each (more than the draft context's 512-token batch), different tails
+      const long = (k: number): number[] => [...s.promptTokens, ...s.greedy, ...s.greedy, ...s.greedy.slice(0, 100 + k), ...s.promptTokens.slice(1)];
+      const [a, b] = await Promise.all([0, 7].map((k) => ctx.complete({ prompt: long(k), temperature: 0, emitTokenIds: true, maxTokens: 60 })));
+      for (const r of [a!, b!]) {
+        expect(ids(r)).toEqual(s.greedy.slice(0, 60));
+        expect(r.timings.acceptedTokens).toBeGreaterThan(30);
+        expect(r.timings.acceptedTokens).toBe(r.timings.draftedTokens);
+      }
+    } finally {
+      await ctx.dispose();
+    }
+  });
+
   it('a draft that disagrees on a fifth of the script: rejected drafts, the same output, also with 2 sequences', async () => {
     const s = script('long-script');
     const g = s.greedy;
