@@ -6,7 +6,7 @@
 // script) with the per-token cost of a ~40 M-parameter model: one block of n_embd 1024 and a
 // 12,288-wide feed-forward, Q8_0 (llama.cpp's cost does not depend on weight values). Known
 // output makes agreement controllable and exactness checkable on every run:
-//   - draft model at A %: the same script in a small model (n_embd ~450, feed-forward 64, F16,
+//   - draft model at A %: the same script in a small model (n_embd sized to the script, feed-forward 64, F16,
 //     the same vocabulary) whose output-head rows are rotated among a share 1 - A of the
 //     script's positions, so it predicts wrongly exactly there; the prompt is the plain one;
 //   - copy at A %: the prompt holds the script's 200 tokens with each token replaced by another
