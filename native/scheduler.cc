@@ -5,7 +5,6 @@
 
 #include "hash.h"
 #include "kv_cells.h"
-#include "logits_tap.h"
 
 namespace llamux {
 
@@ -324,56 +323,6 @@ void Scheduler::DecodeBatch() {
     return;
   }
   FailBatch(ErrorCode::DecodeFailed, "llama_decode failed with code " + std::to_string(ret));
-}
-
-// One token from output row `idx`: sampled (or forced: a spent reasoning budget), then fed to
-// the output path. The step says whether generation goes on; the caller ends the request.
-Scheduler::TokenStep Scheduler::NextToken(Request &r, int32_t idx) {
-  TokenStep st;
-  if (logits_tap::On()) {
-    logits_tap::Record(r.p->sampling.seed, r.nGenerated, llama_get_logits_ith(ctx_, idx), nVocab_);
-  }
-  Clock::time_point t0 = Clock::now();
-  llama_token tok;
-  if (r.reasoning.forcedPos < r.reasoning.forced.size()) {
-    // A reasoning budget ran out: its end marker is forced, token by token.
-    tok = r.reasoning.forced[r.reasoning.forcedPos++];
-    if (r.reasoning.forcedPos == r.reasoning.forced.size()) {
-      r.reasoning.forced.clear();
-      r.reasoning.forcedPos = 0;
-    }
-    if (!r.sampler.Accept(tok)) tok = -2;
-  } else {
-    tok = r.sampler.Sample(ctx_, idx);
-  }
-  r.stats.sampleMs += MsBetween(t0, Clock::now());
-  st.tok = tok;
-  if (tok == -2) {
-    st.kind = TokenStep::Kind::Fail;
-    st.code = ErrorCode::GrammarFailed;
-    st.message = r.sampler.OverStackLimit() ? "The grammar is too ambiguous: more than 1024 parses of the output at once (alternatives that match the same text, nested); make its alternatives start differently" : "The grammar allows no token at this point of the output";
-    return st;
-  }
-  if (tok < 0) {
-    st.kind = TokenStep::Kind::Fail;
-    st.code = ErrorCode::DecodeFailed;
-    st.message = "llama.cpp returned no logits for this sequence";
-    return st;
-  }
-  Output::Step step = output_.OnToken(r, tok, sequenceContextSize_, &st.reason);
-  if (step == Output::Step::GrammarFailed) {
-    st.kind = TokenStep::Kind::Fail;
-    st.code = ErrorCode::GrammarFailed;
-    st.message = "The tool-call grammar refused the start marker";
-  } else if (step == Output::Step::Finished) {
-    st.kind = TokenStep::Kind::Finish;
-  }
-  return st;
-}
-
-void Scheduler::EndStep(Request &r, const TokenStep &st) {
-  if (st.kind == TokenStep::Kind::Fail) Fail(r, st.code, st.message);
-  else if (st.kind == TokenStep::Kind::Finish) Finish(r, st.reason);
 }
 
 void Scheduler::Finish(Request &r, FinishReason reason) {

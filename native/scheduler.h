@@ -135,7 +135,7 @@ class Scheduler {
   void UpdateCounters();
   void Shutdown();
 
-  // scheduler.cc: one sampled token through the output path, and ending the request after it
+  // token_step.cc: one sampled token through the output path, and ending the request after it
   struct TokenStep {
     enum class Kind : uint8_t { Continue, Finish, Fail } kind = Kind::Continue;
     llama_token tok = -1;
