@@ -181,7 +181,8 @@ async function measure(ctx: Context, prompt: number[], expect: number[], n: numb
 
 export async function runSpeculativeBench(opts: SpeculativeBenchOptions = {}): Promise<string> {
   const threads = opts.threads ?? 2;
-  const runs = opts.runs ?? (opts.quick ? 1 : 3);
+  // LLAMUX_BENCH_SPEC_RUNS: runs per figure (this suite's figures vary most on a busy machine)
+  const runs = opts.runs ?? (process.env.LLAMUX_BENCH_SPEC_RUNS ? Number(process.env.LLAMUX_BENCH_SPEC_RUNS) : opts.quick ? 1 : 3);
   setLogger('silent');
   progress('speculative: building the scripted target');
   const p = await prepare();
