@@ -4,11 +4,11 @@ import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
-const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings'];
+const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings', 'speculative'];
 // Named only: `families` (every zoo architecture, builds llama-server on first use),
-// `reasoning-replay` (the Qwen3.5 reasoning replay of issue 25), `surface` and `embeddings` are
-// not in the default run.
-const NAMED_ONLY = new Set(['families', 'reasoning-replay', 'surface', 'embeddings']);
+// `reasoning-replay` (the Qwen3.5 reasoning replay of issue 25), `surface`, `embeddings` and
+// `speculative` (issue 27) are not in the default run.
+const NAMED_ONLY = new Set(['families', 'reasoning-replay', 'surface', 'embeddings', 'speculative']);
 const DEFAULT = KNOWN.filter((s) => !NAMED_ONLY.has(s));
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -63,6 +63,9 @@ for (const suite of suites) {
   } else if (suite === 'embeddings') {
     const { runEmbeddingsBench } = await import('./workloads/embeddings.js');
     console.log(await runEmbeddingsBench(common));
+  } else if (suite === 'speculative') {
+    const { runSpeculativeBench } = await import('./workloads/speculative.js');
+    console.log(await runSpeculativeBench(common));
   } else if (suite === 'rpc') {
     const { runRpcBench } = await import('./workloads/rpc.js');
     console.log(await runRpcBench(common));

@@ -29,6 +29,22 @@ void Batch::Add(Request &r, size_t count, bool wantLogits) {
   members_.push_back(&r);
 }
 
+// A draft's rows follow the sequence's pending token, each with logits (verified in order by
+// Scheduler::VerifyDraft). Only the pending token is committed by Commit; accepted drafts
+// join the sequence in VerifyDraft (Sequence::AcceptDraft), rejected ones leave the KV.
+void Batch::AddDraft(Request &r) {
+  const std::vector<llama_token> &draft = r.spec.draft;
+  for (size_t i = 0; i < draft.size(); i++) {
+    int32_t k = batch_.n_tokens++;
+    batch_.token[k] = draft[i];
+    batch_.pos[k] = static_cast<llama_pos>(r.nPast + 1 + i);
+    batch_.n_seq_id[k] = 1;
+    batch_.seq_id[k][0] = r.seq->Id();
+    batch_.logits[k] = 1;
+  }
+  if (!draft.empty()) drafts_ = true;
+}
+
 // Debug builds check the sequence invariant every tick: a request's sequence holds exactly
 // its tokens below nPast (verified over the api/hardening/replay tests while refactoring).
 static void CheckMirror(const Request &r) {
@@ -41,14 +57,29 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
   for (auto &rp : active) CheckMirror(*rp);
   batch_.n_tokens = 0;
   members_.clear();
+  drafts_ = false;
   // 1) One token for every decoding sequence: decoding never waits behind a prompt.
+  int32_t decoders = 0;
+  for (auto &rp : active) {
+    const Request &r = *rp;
+    if (!r.done && !r.paused && r.nGenerated > 0 && r.tokens.size() - r.nPast == 1) decoders++;
+  }
   for (auto &rp : active) {
     Request &r = *rp;
     r.tick.count = 0;
     r.tick.logitIdx = -1;
-    if (r.done || r.paused || r.nGenerated == 0) continue;
-    if (batch_.n_tokens >= capacity_) break;
-    if (r.tokens.size() - r.nPast == 1) Add(r, 1, true);
+    std::vector<llama_token> &draft = r.spec.draft;
+    if (r.done || r.paused || r.nGenerated == 0 || r.tokens.size() - r.nPast != 1 || batch_.n_tokens >= capacity_) {
+      draft.clear();
+      if (batch_.n_tokens >= capacity_) break;
+      continue;
+    }
+    // Every decoding sequence gets its row before any draft: drafts take what is left.
+    decoders--;
+    int32_t room = capacity_ - batch_.n_tokens - 1 - decoders;
+    if (static_cast<int32_t>(draft.size()) > std::max(0, room)) draft.resize(static_cast<size_t>(std::max(0, room)));
+    Add(r, 1, true);
+    AddDraft(r);
   }
   // 2) Prompt chunks, oldest request first, under the per-tick budget. A quarter of the
   //    budget is always kept for prompts so many decoders cannot starve a new request.

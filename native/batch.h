@@ -22,6 +22,8 @@ class Batch {
   // then prompt chunks, oldest first, under the per-tick budget. False when empty.
   bool Build(const std::vector<std::unique_ptr<Request>> &active);
   const std::vector<Request *> &Members() const { return members_; }
+  // Whether this tick's batch carries drafts (speculative decoding).
+  bool HasDrafts() const { return drafts_; }
 
   // llama_decode: 0 ok, 1 no room in the KV cache, 2 aborted, other values failed
   // (-100: llama.cpp threw).
@@ -38,12 +40,14 @@ class Batch {
 
  private:
   void Add(Request &r, size_t count, bool wantLogits);
+  void AddDraft(Request &r);
 
   llama_context *ctx_;
   llama_batch batch_{};
   int32_t capacity_;
   uint32_t tickBudget_;
   std::vector<Request *> members_;
+  bool drafts_ = false;
 };
 
 }  // namespace llamux

@@ -83,6 +83,25 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.deterministic = RequireBool(env, o, "deterministic");
   cfg.checkpoints = static_cast<uint32_t>(RequireInt(env, o, "kvCheckpoints"));
   cfg.rpc = model_->rpc;
+  {
+    std::string mode = RequireString(env, o, "speculative");
+    if (mode != "off" && mode != "ngram" && mode != "draft") throw Napi::RangeError::New(env, "speculative must be \"off\", \"ngram\" or \"draft\"");
+    cfg.spec.mode = mode == "ngram" ? 1 : mode == "draft" ? 2 : 0;
+    Napi::Value dm = o.Get("draftModel");
+    if (!dm.IsNull()) {
+      Model *draft = Model::Unwrap(dm);
+      if (draft == nullptr) throw Napi::TypeError::New(env, "draftModel must be a Model or null");
+      draftModel_ = draft->Handle(env);
+      cfg.spec.draftModel = draftModel_->model;
+    }
+    if (cfg.spec.mode == 2 && cfg.spec.draftModel == nullptr) throw Napi::TypeError::New(env, "speculative \"draft\" needs draftModel");
+    cfg.spec.draftMax = static_cast<uint32_t>(RequireInt(env, o, "specDraftMax"));
+    cfg.spec.ngramMin = static_cast<uint32_t>(RequireInt(env, o, "specNgramMin"));
+    cfg.spec.ngramMax = static_cast<uint32_t>(RequireInt(env, o, "specNgramMax"));
+    cfg.spec.maxSequences = static_cast<uint32_t>(RequireInt(env, o, "specMaxSequences"));
+    cfg.spec.tickBudget = static_cast<uint32_t>(RequireInt(env, o, "specTickBudget"));
+    if (cfg.spec.ngramMin < 1 || cfg.spec.ngramMax < cfg.spec.ngramMin) throw Napi::RangeError::New(env, "specNgramMin must be >= 1 and <= specNgramMax");
+  }
   ReadVocabTokens(env, o, "markerStart", model_->n_vocab, &cfg.markers.start);
   ReadVocabTokens(env, o, "markerEnd", model_->n_vocab, &cfg.markers.end);
   ReadVocabTokens(env, o, "markerPayloadStart", model_->n_vocab, &cfg.markers.payloadStart);
@@ -291,6 +310,7 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->sessionTtlMs = RequireInt(env, o, "sessionTtlMs");
   p->continueSession = RequireBool(env, o, "continueSession");
   p->prefillOnly = RequireBool(env, o, "prefillOnly");
+  p->speculative = RequireBool(env, o, "speculative");
   Napi::Value expect = o.Get("expectCommitted");
   if (!expect.IsNull()) {
     Napi::Int32Array e = RequireInt32Array(env, o, "expectCommitted");
@@ -429,6 +449,9 @@ Napi::Value Context::Stats(const Napi::CallbackInfo &info) {
   o.Set("checkpoints", static_cast<double>(c.checkpoints.load()));
   o.Set("checkpointBytes", static_cast<double>(c.checkpointBytes.load()));
   o.Set("checkpointRestores", static_cast<double>(c.checkpointRestores.load()));
+  o.Set("specVerifications", static_cast<double>(c.specVerifications.load()));
+  o.Set("specDraftedTokens", static_cast<double>(c.specDrafted.load()));
+  o.Set("specAcceptedTokens", static_cast<double>(c.specAccepted.load()));
   return o;
 }
 

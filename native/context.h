@@ -58,6 +58,7 @@ class Context : public Napi::ObjectWrap<Context> {
   static void TeardownHook(void *arg);
 
   std::shared_ptr<ModelHandle> model_;
+  std::shared_ptr<ModelHandle> draftModel_;  // speculative mode "draft": kept alive with the context
   std::unique_ptr<Scheduler> sched_;
   std::thread thread_;
   std::shared_ptr<std::atomic<bool>> exited_ = std::make_shared<std::atomic<bool>>(false);

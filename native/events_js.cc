@@ -21,6 +21,8 @@ Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
   o.Set("cacheTier", s.cacheTier);
   o.Set("restoreMs", s.restoreMs);
   if (s.checkpoint >= 0) o.Set("checkpoint", s.checkpoint);
+  o.Set("draftedTokens", s.draftedTokens);
+  o.Set("acceptedTokens", s.acceptedTokens);
   return o;
 }
 
@@ -38,6 +40,8 @@ Napi::Object ReadyToJs(Napi::Env env, const ReadyInfo &r) {
   o.Set("kvTypeK", r.kvTypeK);
   o.Set("kvTypeV", r.kvTypeV);
   o.Set("canTruncateKv", r.canTruncateKv);
+  o.Set("speculative", r.speculative);
+  if (!r.speculativeOff.empty()) o.Set("speculativeOff", r.speculativeOff);
   o.Set("layoutKey", r.layoutKey);
   return o;
 }

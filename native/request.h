@@ -46,6 +46,7 @@ struct RequestParams {
   bool hasExpect = false;         // verify the committed tokens (TRANSCRIPT_MISMATCH)
   std::vector<llama_token> expectCommitted;
   bool prefillOnly = false;       // warm the prompt's KV, generate nothing
+  bool speculative = false;       // draft and verify when the context speculates (speculative.h)
   std::unique_ptr<SessionCommand> command;  // set: a session command, not a generation
   bool detectToolCalls = false;   // detect spans when the context has markers
   bool greedyToolSyntax = false;  // sample the wrapper syntax with the greedy chain
@@ -83,6 +84,8 @@ struct FinalStats {
   std::string cacheTier;              // live | shared | ram (empty when cold)
   double restoreMs = 0;
   int32_t checkpoint = -1;  // recurrent/hybrid memory: the checkpoint position restored (-1: none)
+  int32_t draftedTokens = 0;   // speculative decoding: draft tokens verified
+  int32_t acceptedTokens = 0;  // of which the output kept
 };
 
 enum class EventType : uint8_t {
@@ -108,6 +111,8 @@ struct ReadyInfo {
   int32_t flashAttention = -1;
   int32_t kvTypeK = 0, kvTypeV = 0;
   bool canTruncateKv = true;
+  std::string speculative = "off";  // the drafting mode applied ("off", "ngram")
+  std::string speculativeOff;       // why a requested mode is off ("" when it is on or was not asked)
   std::string layoutKey;  // LayoutKey() (hash.h): which saved states and prefix keys fit this context
 };
 

@@ -12,6 +12,7 @@
 #include "request.h"
 #include "sampler.h"
 #include "sequence.h"
+#include "speculative.h"
 #include "text_stream.h"
 
 namespace llamux {
@@ -73,6 +74,9 @@ struct Request {
   // Channel headers dropped from text (RequestParams::textDrop): tokens held while they may
   // still complete one.
   std::vector<llama_token> dropHeld;
+
+  // Speculative decoding (speculative.h): this tick's draft, the adaptive length, totals.
+  SpecState spec;
 
   // This tick's share of the batch.
   struct TickShare {

@@ -201,6 +201,36 @@ llama_token Sampler::Sample(llama_context *ctx, int32_t idx) {
   return tok;
 }
 
+size_t Sampler::GrammarPrefix(const llama_token *draft, size_t n) {
+  if (n == 0 || (grammar_ == nullptr && !toolActive_)) return n;
+  llama_sampler *g = grammar_ != nullptr ? llama_sampler_clone(grammar_) : nullptr;
+  llama_sampler *t = toolActive_ ? llama_sampler_clone(tool_) : nullptr;
+  size_t ok = 0;
+  try {
+    for (; ok < n; ok++) {
+      const llama_token tok = draft[ok];
+      // EOG tokens end the draft: llama.cpp's grammar aborts on one it cannot end at
+      if (eogTokens_ != nullptr && std::find(eogTokens_->begin(), eogTokens_->end(), tok) != eogTokens_->end()) break;
+      bool allowed = true;
+      for (llama_sampler *s : {g, t}) {
+        if (s == nullptr || !allowed) continue;
+        llama_token_data one = {tok, 0.0f, 0.0f};
+        llama_token_data_array arr = {&one, 1, -1, false};
+        llama_sampler_apply(s, &arr);
+        allowed = !(std::isinf(one.logit) && one.logit < 0);
+      }
+      if (!allowed) break;
+      if (g != nullptr) llama_sampler_accept(g, tok);
+      if (t != nullptr) llama_sampler_accept(t, tok);
+    }
+  } catch (const std::exception &) {
+    // a grammar that throws on the copy: verify no further (the real state decides)
+  }
+  if (g != nullptr) llama_sampler_free(g);
+  if (t != nullptr) llama_sampler_free(t);
+  return ok;
+}
+
 bool Sampler::Accept(llama_token t) {
   // llama.cpp's grammar sampler throws when a token leaves it without a state, or (the
   // grammar-stack-cap patch) when its parses pass kMaxGrammarStacks: that must fail the request

@@ -63,6 +63,11 @@ class Sampler {
   bool StartToolGrammar(const std::vector<llama_token> &prefix);
   void StopToolGrammar() { toolActive_ = false; }
 
+  // Speculative decoding: how many of `n` draft tokens the grammars (the request's grammar and
+  // an active tool grammar) accept in order, checked on copies (the real state is untouched).
+  // A draft token a grammar refuses can never be sampled, so verifying past it is wasted work.
+  size_t GrammarPrefix(const llama_token *draft, size_t n);
+
   // Whether the request failed because its grammar's parse stacks passed kMaxGrammarStacks.
   bool OverStackLimit() const { return overStackLimit_; }
 

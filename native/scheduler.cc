@@ -5,8 +5,6 @@
 
 #include "hash.h"
 #include "kv_cells.h"
-#include "logits_tap.h"
-#include "logprobs.h"
 
 namespace llamux {
 
@@ -21,6 +19,7 @@ Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
 
 Scheduler::~Scheduler() {
   embedder_.reset();
+  draft_.reset();
   batch_.reset();
   tiers_.reset();
   pools_.Detach(ctx_);
@@ -98,6 +97,28 @@ bool Scheduler::Start(std::string *error) {
   // the window: whole states only (no checkpoints: a sequence extends, or is recomputed).
   bool swaLimited = !cfg_.swaFull && llama_model_n_swa(model_) > 0;
   canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_) && !swaLimited;
+  // Speculative decoding drops rejected draft cells from a sequence's tail: only memories that
+  // can do that speculate (a recurrent state would need a checkpoint per drafted token).
+  if (cfg_.spec.mode == 2 && canTruncate_) {
+    draft_ = std::make_unique<DraftModel>();
+    std::string why;
+    if (!draft_->Start(cfg_.spec.draftModel, model_, cfg_.contextSize, cfg_.sequences, cp.n_threads, &why)) {
+      draft_.reset();
+      batch_.reset();
+      pools_.Detach(ctx_);
+      llama_free(ctx_);
+      ctx_ = nullptr;
+      *error = "speculative draft model: " + why;
+      return false;
+    }
+  }
+  if (cfg_.spec.mode != 0) {
+    spec_.on = canTruncate_ && cfg_.spec.draftMax > 0;
+    if (!canTruncate_) {
+      spec_.off = swaLimited ? "a window-only sliding-window cache (swaFull false) cannot drop rejected draft tokens"
+                             : "a recurrent or hybrid memory cannot drop rejected draft tokens (its state has no per-token history)";
+    }
+  }
   sequences_.reserve(cfg_.sequences);
   for (uint32_t i = 0; i < cfg_.sequences; i++) {
     sequences_.emplace_back(ctx_, static_cast<int32_t>(i));
@@ -138,6 +159,8 @@ bool Scheduler::Start(std::string *error) {
   ev.ready.kvTypeK = static_cast<int32_t>(cp.type_k);
   ev.ready.kvTypeV = static_cast<int32_t>(cp.type_v);
   ev.ready.canTruncateKv = canTruncate_;
+  ev.ready.speculative = !spec_.on ? "off" : cfg_.spec.mode == 2 ? "draft" : "ngram";
+  ev.ready.speculativeOff = spec_.off;
   output_.Emit(std::move(ev));
   output_.FlushEvents(active_, true);
   return true;
@@ -287,51 +310,23 @@ void Scheduler::DecodeBatch() {
         }
       }
       if (r.tick.logitIdx < 0) continue;
-      if (logits_tap::On()) {
-        logits_tap::Record(r.p->sampling.seed, r.nGenerated, llama_get_logits_ith(ctx_, r.tick.logitIdx), llama_vocab_n_tokens(llama_model_get_vocab(model_)));
-      }
-      Clock::time_point t0 = Clock::now();
-      llama_token tok;
-      if (r.reasoning.forcedPos < r.reasoning.forced.size()) {
-        // A reasoning budget ran out: its end marker is forced, token by token.
-        tok = r.reasoning.forced[r.reasoning.forcedPos++];
-        if (r.reasoning.forcedPos == r.reasoning.forced.size()) {
-          r.reasoning.forced.clear();
-          r.reasoning.forcedPos = 0;
-        }
-        if (!r.sampler.Accept(tok)) tok = -2;
+      if (r.spec.draft.empty()) {
+        TokenStep st = NextToken(r, r.tick.logitIdx);
+        if (st.kind != TokenStep::Kind::Continue) EndStep(r, st);
       } else {
-        tok = r.sampler.Sample(ctx_, r.tick.logitIdx);
-      }
-      r.stats.sampleMs += MsBetween(t0, Clock::now());
-      if (tok == -2) {
-        Fail(r, ErrorCode::GrammarFailed, r.sampler.OverStackLimit() ? "The grammar is too ambiguous: more than 1024 parses of the output at once (alternatives that match the same text, nested); make its alternatives start differently" : "The grammar allows no token at this point of the output");
-        continue;
-      }
-      if (tok < 0) {
-        Fail(r, ErrorCode::DecodeFailed, "llama.cpp returned no logits for this sequence");
-        continue;
-      }
-      if (r.p->logprobs >= 0) {
-        // One entry per generated token (an end-of-generation token is not output).
-        const llama_vocab *vocab = llama_model_get_vocab(model_);
-        const float *logits = llama_get_logits_ith(ctx_, r.tick.logitIdx);
-        if (logits != nullptr && !llama_vocab_is_eog(vocab, tok)) {
-          r.logprobs.push_back(ComputeLogprob(logits, llama_vocab_n_tokens(vocab), tok, r.p->logprobs, &r.logprobScratch));
-        }
-      }
-      FinishReason reason = FinishReason::Eog;
-      Output::Step step = output_.OnToken(r, tok, sequenceContextSize_, &reason);
-      if (step == Output::Step::GrammarFailed) {
-        Fail(r, ErrorCode::GrammarFailed, "The tool-call grammar refused the start marker");
-      } else if (step == Output::Step::Finished) {
-        Finish(r, reason);
+        VerifyDraft(r);
       }
     }
     return;
   }
   if (ret == 2) {
     batch_->KeepComputed();
+    return;
+  }
+  if (ret == 1 && batch_->HasDrafts()) {
+    // No room for the drafts: the next tick decodes without any before anything steps back
+    // (llama.cpp refused the whole batch before computing anything).
+    spec_.noDraftTick = true;
     return;
   }
   if (ret == 1) {
@@ -400,6 +395,7 @@ void Scheduler::Run() {
     try {
       progressed = Admit();
       SpillTaxingIdleKv();
+      PlanDrafts();
       if (batch_->Build(active_)) {
         Clock::time_point t0 = Clock::now();
         DecodeBatch();
@@ -482,6 +478,7 @@ void Scheduler::Shutdown() {
   // I/O thread is joined below). Not with KV on RPC servers: reading it back could wait on
   // a dead server.
   if (!cfg_.rpc) tiers_->SaveAllToDisk(sequences_, 16);
+  draft_.reset();
   batch_.reset();
   tiers_.reset();  // finishes queued disk writes, then joins the I/O thread
   pools_.Detach(ctx_);

@@ -36,6 +36,8 @@
 #include "reuse_planner.h"
 #include "sequence.h"
 #include "sessions.h"
+#include "speculative.h"
+#include "draft_model.h"
 #include "state_tiers.h"
 #include "thread_pools.h"
 
@@ -68,6 +70,7 @@ struct ContextConfig {
   bool deterministic = false;  // issue 26: logits independent of batching (thread_pools.h)
   bool prefixCache = false;  // false: every request prefills its whole prompt (a baseline)
   uint32_t checkpoints = 4;  // per sequence, recurrent/hybrid memories (Sequence::SetMaxCheckpoints)
+  SpecConfig spec;           // speculative decoding (speculative.h); mode 0: off
   // The model's RPC servers (nullptr: local). When one is gone at shutdown, the context's
   // KV (partly on that server) is leaked instead of freed: freeing would wait on it forever.
   std::shared_ptr<rpc::Group> rpc;
@@ -83,6 +86,8 @@ struct CacheCounters {
   std::atomic<uint64_t> idleSpills{0};   // idle sequences moved to RAM so they stop taxing attention
   std::atomic<uint64_t> checkpoints{0}, checkpointBytes{0};  // held by the sequences (recurrent/hybrid)
   std::atomic<uint64_t> checkpointRestores{0};
+  // speculative decoding: verifications run, draft tokens verified, draft tokens accepted
+  std::atomic<uint64_t> specVerifications{0}, specDrafted{0}, specAccepted{0};
 };
 
 class Scheduler {
@@ -132,6 +137,27 @@ class Scheduler {
   static constexpr double kWriteThroughGraceMs = 300;
   void UpdateCounters();
   void Shutdown();
+
+  // token_step.cc: one sampled token through the output path, and ending the request after it
+  struct TokenStep {
+    enum class Kind : uint8_t { Continue, Finish, Fail } kind = Kind::Continue;
+    llama_token tok = -1;
+    FinishReason reason = FinishReason::Eog;
+    ErrorCode code = ErrorCode::Internal;
+    std::string message;
+  };
+  TokenStep NextToken(Request &r, int32_t idx);
+  void EndStep(Request &r, const TokenStep &st);
+
+  // draft_verify.cc: speculative decoding (speculative.h)
+  void PlanDrafts();
+  void VerifyDraft(Request &r);
+  struct SpecRun {
+    bool on = false;           // the context speculates (mode set and the memory can drop drafts)
+    std::string off;           // why it does not, when the mode asked for it
+    bool noDraftTick = false;  // the last batch found no room with drafts: one tick without
+  } spec_;
+  std::unique_ptr<DraftModel> draft_;  // mode "draft" (destroyed before ctx_: declared later, freed first)
 
   // preemption.cc: a full KV cache
   void OnKvFull();

@@ -219,6 +219,15 @@ void Sequence::DropUncommitted() {
   if (!llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(tokens_.size()), -1)) Clear();
 }
 
+bool Sequence::AcceptDraft(const llama_token *tokens, size_t accepted) {
+  Append(tokens, accepted);
+  if (partial_ || !llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(tokens_.size()), -1)) {
+    Clear();
+    return false;
+  }
+  return true;
+}
+
 size_t Sequence::StateSize() const {
   size_t n = llama_state_seq_get_size(ctx_, id_);
   if (!ckpts_.empty()) n += 8 + ckpts_.size() * 16 + CheckpointBytes();

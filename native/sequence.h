@@ -22,8 +22,8 @@
 // copies them. Attention-only memories take none.
 //
 // Room for what comes next:
-//   - draft rollback: Append() the drafted tokens as they are decoded, then
-//     TruncateTo(accepted) (a checkpoint restore on hybrid memories).
+//   - draft rollback is AcceptDraft (attention-only memories; on recurrent/hybrid ones the
+//     scheduler does not speculate, see speculative.h).
 //   - a deterministic mode: the batch shape a sequence is decoded with is the only input it
 //     does not own yet; a per-sequence decode policy would live here too.
 // Plain C++, engine thread only.
@@ -84,6 +84,10 @@ class Sequence {
   // drop a tail it goes back to its newest checkpoint at or below Size(), or is cleared;
   // callers read Size() afterwards.
   void DropUncommitted();
+  // Speculative decoding: a verification decode put draft cells past Size(); the first
+  // `accepted` (their tokens) join the list, the others leave the KV. False (and cleared) when
+  // the memory could not drop them; callers read Size() afterwards.
+  bool AcceptDraft(const llama_token *tokens, size_t accepted);
 
   // ---- checkpoints (recurrent/hybrid memories) -------------------------------------------
   static constexpr size_t kMaxCheckpoints = 4;  // the default of ContextConfig::checkpoints

@@ -113,6 +113,17 @@ export interface NativeContextOptions {
   idleKvSpillMs: number;
   prefixCache: boolean;
   kvCheckpoints: number;
+  /** Speculative decoding: 'off' or 'ngram' (drafts from the request's own tokens); the spec* limits below. */
+  speculative: 'off' | 'ngram' | 'draft';
+  /** mode 'draft': the draft model (same vocabulary); null otherwise. */
+  draftModel: NativeModel | null;
+  specDraftMax: number;
+  specNgramMin: number;
+  specNgramMax: number;
+  /** No drafting while more sequences than this decode. */
+  specMaxSequences: number;
+  /** Draft tokens per batch, all sequences together. */
+  specTickBudget: number;
   /** '' disables the disk tier. */
   cacheDir: string;
   cacheDiskBytes: number;
@@ -143,6 +154,8 @@ export interface NativeRequest {
   /** null: nothing to verify. */
   expectCommitted: Int32Array | null;
   prefillOnly: boolean;
+  /** Draft and verify when the context speculates. */
+  speculative: boolean;
   /** -1: until end of generation or the context end. */
   maxTokens: number;
   stop: string[];
@@ -204,6 +217,9 @@ export interface NativeStats {
   cacheTier: '' | 'live' | 'shared' | 'ram' | 'disk';
   restoreMs: number;
   checkpoint?: number;
+  /** Speculative decoding: draft tokens verified, and how many of them the output kept. */
+  draftedTokens: number;
+  acceptedTokens: number;
 }
 
 export interface NativeCacheStats {
@@ -239,6 +255,10 @@ export interface NativeCacheStats {
   checkpointBytes: number;
   /** Prompts served by restoring a checkpoint (the sequence's KV cut back to it). */
   checkpointRestores: number;
+  /** Speculative decoding: verifications run, draft tokens verified, draft tokens accepted. */
+  specVerifications: number;
+  specDraftedTokens: number;
+  specAcceptedTokens: number;
 }
 
 /** What llama.cpp applied when it created a context (public as ContextSettings). */
@@ -257,6 +277,10 @@ export interface NativeReady {
   kvTypeV: number;
   /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
   canTruncateKv: boolean;
+  /** The drafting mode applied ('off' when not asked, or when the memory cannot drop rejected drafts). */
+  speculative: 'off' | 'ngram' | 'draft';
+  /** Why speculation is off although the options asked for it. */
+  speculativeOff?: string;
   /**
    * The identity of this context's KV layout (model fingerprint, KV types, unified KV, cells per
    * sequence, flash attention): the disk tier's file compatibility and the base of prefix keys.

@@ -41,6 +41,12 @@ Options:
       --cache-dir DIR       Disk tier of saved sequence states (off by default)
       --deterministic       Logits independent of batching, cache tiers and concurrency (same
                             model, CPU variant and thread count; slower prefill): docs/determinism.md
+      --spec MODE           Speculative decoding: ngram (drafts looked up in the prompt and
+                            output), draft (greedy drafts of --draft-model) or off (default);
+                            verified in the decode batch, same output; a request opts out
+                            with "speculative": false
+      --draft-model PATH    With --spec draft: a small model with the same vocabulary
+      --spec-draft-max N    With --spec ngram: draft tokens per verification (default 12)
       --store PATH          SQLite file of the tool-call store (default: in memory)
       --chat-template FILE  Jinja chat template replacing the model's own
       --max-body BYTES      Largest accepted request body (default 4194304)

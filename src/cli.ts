@@ -66,6 +66,26 @@ function progressPrinter(label: string, quiet: boolean): { onProgress: (p: numbe
   };
 }
 
+/** `--spec ngram|draft|off`, `--draft-model` and `--spec-draft-max`. */
+function specArgs(
+  mode: string | undefined,
+  draftMax: string | undefined,
+  draftModel: string | undefined,
+): { speculative?: 'draft' | { mode: 'ngram'; draftMax?: number }; draftModelPath?: string } {
+  if ((mode === 'draft') !== (draftModel !== undefined)) throw new UsageError('--spec draft and --draft-model PATH go together');
+  if (mode === undefined || mode === 'off') {
+    if (draftMax !== undefined) throw new UsageError('--spec-draft-max needs --spec ngram');
+    return {};
+  }
+  if (mode === 'draft') {
+    if (draftMax !== undefined) throw new UsageError('--spec-draft-max applies to --spec ngram');
+    return { speculative: 'draft', draftModelPath: draftModel! };
+  }
+  if (mode !== 'ngram') throw new UsageError(`--spec must be ngram, draft or off, not ${JSON.stringify(mode)}`);
+  const n = intArg(draftMax, 'spec-draft-max', 1);
+  return { speculative: { mode: 'ngram', ...(n !== undefined ? { draftMax: n } : {}) } };
+}
+
 async function serve(args: string[]): Promise<void> {
   const { values } = parse(args, {
     model: { type: 'string', short: 'm' },
@@ -79,6 +99,9 @@ async function serve(args: string[]): Promise<void> {
     'allowed-host': { type: 'string', multiple: true },
     'isolate-tenants': { type: 'boolean' },
     deterministic: { type: 'boolean' },
+    spec: { type: 'string' },
+    'spec-draft-max': { type: 'string' },
+    'draft-model': { type: 'string' },
     'max-prompt-bytes': { type: 'string' },
     overflow: { type: 'string' },
     'tokenize-timeout': { type: 'string' },
@@ -143,6 +166,7 @@ async function serve(args: string[]): Promise<void> {
     ...(values['isolate-tenants'] ? { isolateTenants: true } : {}),
     ...(values.deterministic ? { deterministic: true } : {}),
     ...(values.overflow !== undefined ? { overflow: overflowArg(values.overflow) } : {}),
+    ...specArgs(values.spec, values['spec-draft-max'], values['draft-model']),
     ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)),
     ...(cacheRamMb !== undefined ? { cacheRamMb } : {}),
     ...(values['cache-dir'] !== undefined ? { cacheDir: values['cache-dir'] } : {}),

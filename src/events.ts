@@ -28,6 +28,10 @@ export interface GenerateTimings {
   decodeTokensPerSec: number;
   /** Time spent choosing tokens (sampler chains and grammars), all generated tokens together. */
   sampleMs: number;
+  /** Speculative decoding: draft tokens verified (0 without speculation). */
+  draftedTokens: number;
+  /** Of the drafted tokens, those the output kept (each saved one decode step). */
+  acceptedTokens: number;
 }
 
 /** A complete tool-call span: the exact bytes between the start and end markers, and every token of the span. */

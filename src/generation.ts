@@ -25,6 +25,8 @@ export function finalResult(ev: NativeFinal): Omit<GenerateResult, 'text' | 'tok
       prefillTokensPerSec: s.prefillTokensPerSec,
       decodeTokensPerSec: s.decodeTokensPerSec,
       sampleMs: s.sampleMs,
+      draftedTokens: s.draftedTokens ?? 0,
+      acceptedTokens: s.acceptedTokens ?? 0,
     },
     cache: {
       outcome: s.cacheOutcome ?? 'cold',

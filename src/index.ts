@@ -20,6 +20,7 @@ export type {
   PrefillOptions,
   ResponseFormat,
   SessionOptions,
+  SpeculativeOptions,
   TokenizeOptions,
   TokenizeAsyncOptions,
 } from './options.js';

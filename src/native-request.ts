@@ -174,7 +174,7 @@ export function applyResponseFormat<T extends ParsedGenerateOptions | ParsedCont
 
 type Sampled = Pick<
   NativeRequest,
-  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'logprobs' | 'greedyToolSyntax' | 'cacheScope'
+  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'logprobs' | 'greedyToolSyntax' | 'cacheScope' | 'speculative'
   | 'temperature' | 'topK' | 'topP' | 'minP' | 'typicalP' | 'repeatPenalty' | 'frequencyPenalty' | 'presencePenalty' | 'penaltyLastN' | 'seed'
   | 'grammar' | 'grammarRoot' | 'logitBiasTokens' | 'logitBiasValues'
 >;
@@ -196,6 +196,7 @@ function sampledFields(o: ParsedGenerateOptions | ParsedContinueOptions): Sample
     logprobs: o.logprobs ?? -1,
     greedyToolSyntax: o.greedyToolSyntax,
     cacheScope: o.cacheScope ?? '',
+    speculative: o.speculative,
     temperature: o.temperature,
     topK: o.topK,
     topP: o.topP,
@@ -277,6 +278,7 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
     logprobs: -1,
     greedyToolSyntax: false,
     cacheScope,
+    speculative: false,
     temperature: 0,
     topK: 0,
     topP: 1,
@@ -333,6 +335,13 @@ export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarke
     idleKvSpillMs: opts.idleKvSpillMs,
     prefixCache: opts.prefixCache,
     kvCheckpoints: opts.kvCheckpoints,
+    speculative: opts.speculative ? opts.speculative.mode : 'off',
+    draftModel: (opts.speculative?.model?.nativeHandle() as NativeContextOptions['draftModel'] | undefined) ?? null,
+    specDraftMax: opts.speculative?.draftMax ?? 0,
+    specNgramMin: opts.speculative?.ngramMin ?? 1,
+    specNgramMax: opts.speculative?.ngramMax ?? 1,
+    specMaxSequences: opts.speculative?.maxSequences ?? 0,
+    specTickBudget: opts.speculative?.tickBudget ?? 0,
     cacheDir: opts.cacheDir ? resolvePath(opts.cacheDir) : '',
     cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024),
     diskWriteThrough: opts.cacheWriteThrough,

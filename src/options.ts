@@ -98,6 +98,42 @@ export const GGML_TYPE_IDS: Record<z.infer<typeof kvType>, number> = {
   f32: 0, f16: 1, q4_0: 2, q4_1: 3, q5_0: 6, q5_1: 7, q8_0: 8, bf16: 30,
 };
 
+/**
+ * Speculative decoding (issue 27): 'ngram' drafts from the request's own prompt and output
+ * (prompt lookup, no second model) and verifies the draft in the same batch as every other
+ * sequence's decode step. Output is exactly what it would be without it (greedy token for
+ * token; sampled runs draw the same tokens for a seed). Off on recurrent and hybrid models.
+ */
+export const SpeculativeOptionsSchema = z
+  .object({
+    /** 'ngram': drafts looked up in the request's prompt and output; 'draft': greedy drafts of `model`. */
+    mode: z.enum(['ngram', 'draft']),
+    /** mode 'draft': a second, smaller model with the same vocabulary (kept alive by the context). */
+    model: z
+      .custom<DraftModelLike>((v) => typeof v === 'object' && v !== null && typeof (v as { nativeHandle?: unknown }).nativeHandle === 'function', {
+        message: 'expected a Model',
+      })
+      .optional(),
+    /** Draft tokens per verification at most; the length adapts to acceptance below it. */
+    draftMax: z.number().int().min(1).max(64).default(12),
+    /** Shortest suffix of the text looked up earlier in the prompt and output. */
+    ngramMin: z.number().int().min(1).max(16).default(2),
+    /** Longest suffix looked up (longer matches win). */
+    ngramMax: z.number().int().min(1).max(16).default(4),
+    /** No drafting while more sequences than this decode: a full batch is compute-bound already. */
+    maxSequences: z.number().int().min(1).max(256).default(4),
+    /** Draft tokens per batch, all sequences together. */
+    tickBudget: z.number().int().min(1).max(1024).default(32),
+  })
+  .strict()
+  .refine((o) => o.ngramMax >= o.ngramMin, { message: 'ngramMax must be >= ngramMin', path: ['ngramMax'] })
+  .refine((o) => (o.mode === 'draft') === (o.model !== undefined), { message: "mode 'draft' needs a model, and only it takes one", path: ['model'] });
+export type SpeculativeOptions = z.input<typeof SpeculativeOptionsSchema>;
+/** What a draft model must offer (a `Model`; structural to keep options.ts free of model.ts). */
+export interface DraftModelLike {
+  nativeHandle(): unknown;
+}
+
 export const ContextOptionsSchema = z
   .object({
     /** KV cells in all (tokens). With unifiedKv every sequence may grow to this size. */
@@ -157,6 +193,14 @@ export const ContextOptionsSchema = z
      * (at most 256 MiB per sequence in all). 0: none.
      */
     kvCheckpoints: z.number().int().min(0).max(32).default(4),
+    /**
+     * Speculative decoding: false (default), 'ngram' (defaults below) or its options. Requests
+     * opt out with `speculative: false`. See SpeculativeOptionsSchema.
+     */
+    speculative: z
+      .union([z.literal(false), z.literal('ngram'), SpeculativeOptionsSchema])
+      .default(false)
+      .transform((v) => (v === false ? undefined : SpeculativeOptionsSchema.parse(v === 'ngram' ? { mode: 'ngram' } : v))),
     /** RAM tier of saved sequence states, in MiB (0 disables it). */
     cacheRamMb: z.number().min(0).default(256),
     /** Disk tier folder for saved sequence states (survives restarts); off when unset. */
@@ -285,6 +329,8 @@ const GenerateFieldsSchema = SamplingOptionsSchema.extend({
   cacheScope: z.string().min(1).max(256).optional(),
   /** A key from prefillOnly(): the prompt continues that prefix. */
   parentKey: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  /** Speculative decoding for this request when the context has it (default true); false: plain decoding. */
+  speculative: z.boolean().default(true),
   /** Events buffered for a slow consumer before its sequence pauses. */
   highWaterMark: positiveInt.default(256),
 }).strict();

@@ -47,6 +47,8 @@ export const MessagesRequestSchema = z
     temperature: z.number().min(0).max(1).optional(),
     top_p: z.number().gt(0).max(1).optional(),
     top_k: z.number().int().min(0).optional(),
+    /** llamux: false opts this request out of the server's speculative decoding (--spec). */
+    speculative: z.boolean().optional(),
     tools: z
       .array(
         z
@@ -183,6 +185,7 @@ function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: n
   if (b.temperature !== undefined) generate.temperature = b.temperature;
   if (b.top_p !== undefined) generate.topP = b.top_p;
   if (b.top_k !== undefined) generate.topK = b.top_k;
+  if (b.speculative !== undefined) generate.speculative = b.speculative;
   // Extended thinking: the template's enable_thinking, and a budget on the reasoning span.
   const templateVariables: Record<string, unknown> = {};
   if (b.thinking?.type === 'enabled') {

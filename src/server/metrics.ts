@@ -60,6 +60,9 @@ export interface CacheStatsLike {
   restores: number;
   diskRestores: number;
   ramEvictions: number;
+  specVerifications?: number;
+  specDraftedTokens?: number;
+  specAcceptedTokens?: number;
 }
 
 export class ServerMetrics {
@@ -110,6 +113,9 @@ export class ServerMetrics {
       line('llamux_cache_restores_total', 'counter', 'States restored from the RAM tier.', cache.restores);
       line('llamux_cache_disk_restores_total', 'counter', 'States restored from the disk tier.', cache.diskRestores);
       line('llamux_cache_ram_evictions_total', 'counter', 'States evicted from the RAM tier.', cache.ramEvictions);
+      line('llamux_speculative_verifications_total', 'counter', 'Speculative decoding: drafts verified.', cache.specVerifications ?? 0);
+      line('llamux_speculative_drafted_tokens_total', 'counter', 'Speculative decoding: draft tokens verified.', cache.specDraftedTokens ?? 0);
+      line('llamux_speculative_accepted_tokens_total', 'counter', 'Speculative decoding: draft tokens the output kept.', cache.specAcceptedTokens ?? 0);
     }
     return [
       this.requests.render(),

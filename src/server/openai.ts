@@ -117,6 +117,8 @@ export const ChatCompletionRequestSchema = z
     frequency_penalty: nullable(z.number().min(-2).max(2)),
     presence_penalty: nullable(z.number().min(-2).max(2)),
     seed: nullable(z.number().int()),
+    /** llamux: false opts this request out of the server's speculative decoding (--spec). */
+    speculative: z.boolean().optional(),
     stop: nullable(z.union([z.string().min(1), z.array(z.string().min(1)).max(16)])),
     /** Choices, prefilled once (ctx.generateChoices); choice i samples with seed + i. */
     n: nullable(z.number().int().min(1).max(MAX_CHOICES)),
@@ -238,6 +240,7 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
   if (b.frequency_penalty != null) generate.frequencyPenalty = b.frequency_penalty;
   if (b.presence_penalty != null) generate.presencePenalty = b.presence_penalty;
   if (b.seed != null) generate.seed = ((b.seed % 2 ** 32) + 2 ** 32) % 2 ** 32;
+  if (b.speculative !== undefined) generate.speculative = b.speculative;
   if (b.logit_bias) {
     generate.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [k, v <= -100 ? -Infinity : v]));
   }
@@ -279,6 +282,10 @@ function usageOf(u: Usage) {
     completion_tokens: u.completionTokens,
     total_tokens: u.promptTokens + u.completionTokens,
     prompt_tokens_details: { cached_tokens: u.cachedTokens },
+    // speculative decoding (--spec): OpenAI's predicted-output counters, draft tokens kept or not
+    ...(u.draftedTokens > 0
+      ? { completion_tokens_details: { accepted_prediction_tokens: u.acceptedTokens, rejected_prediction_tokens: u.draftedTokens - u.acceptedTokens } }
+      : {}),
   };
 }
 
@@ -289,7 +296,8 @@ function toolCallOf(c: ServiceToolCall) {
 /** The `usage` of n choices: one prompt, every choice's completion tokens. */
 function usageOfAll(us: readonly Usage[], truncatedTokens: number) {
   const first = us[0]!;
-  const u = usageOf({ promptTokens: first.promptTokens, completionTokens: us.reduce((a, b) => a + b.completionTokens, 0), cachedTokens: first.cachedTokens });
+  const sum = (k: 'completionTokens' | 'draftedTokens' | 'acceptedTokens') => us.reduce((a, b) => a + b[k], 0);
+  const u = usageOf({ promptTokens: first.promptTokens, completionTokens: sum('completionTokens'), cachedTokens: first.cachedTokens, draftedTokens: sum('draftedTokens'), acceptedTokens: sum('acceptedTokens') });
   return truncatedTokens > 0 ? { ...u, truncated_tokens: truncatedTokens } : u;
 }
 

@@ -9,7 +9,8 @@ import { ChatTemplate } from '../chat/template.js';
 import type { Context } from '../context.js';
 import { MarkerOptionSchema, type MarkerOption } from '../markers.js';
 import { Model, loadModel } from '../model.js';
-import { parseOptions, rpcEndpoint } from '../options.js';
+import { LlamuxError } from '../errors.js';
+import { parseOptions, rpcEndpoint, SpeculativeOptionsSchema, type SpeculativeOptions } from '../options.js';
 import { handleChatCompletions, type HandlerOptions } from './openai.js';
 import { handleEmbeddingEndpoint, isEmbeddingPath } from './embeddings.js';
 import { handleCountTokens, handleMessages } from './anthropic.js';
@@ -89,6 +90,13 @@ export interface ServerOptions {
   cacheDir?: string;
   /** The context's deterministic mode (ContextOptions.deterministic, issue 26). */
   deterministic?: boolean;
+  /**
+   * Speculative decoding (ContextOptions.speculative, issue 27): 'ngram', 'draft' (with
+   * `draftModelPath`) or the context's options; requests opt out with `"speculative": false`.
+   */
+  speculative?: false | 'ngram' | 'draft' | SpeculativeOptions;
+  /** The draft model for `speculative: 'draft'` (same vocabulary), loaded and owned by the server. */
+  draftModelPath?: string;
   /** SQLite file of the tool-call store (default: in memory, lost on close). */
   storePath?: string;
   /** Bounds of the tool-call store. */
@@ -120,6 +128,8 @@ const ServerOptionsSchema = z
     apiKey: z.union([z.string().min(1, 'an API key must not be empty'), z.array(z.string().min(1, 'an API key must not be empty')).min(1)]).optional(),
     allowedHosts: z.array(z.string().min(1)).default([]),
     isolateTenants: z.boolean().default(false),
+    speculative: z.union([z.literal(false), z.literal('ngram'), z.literal('draft'), SpeculativeOptionsSchema]).optional(),
+    draftModelPath: z.string().min(1).optional(),
     headersTimeoutMs: z.number().int().positive().default(10_000),
     requestTimeoutMs: z.number().int().positive().default(60_000),
     keepAliveTimeoutMs: z.number().int().positive().default(5_000),
@@ -226,7 +236,14 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
   let context: Context | undefined;
   let store: ToolCallStore | undefined;
   let prompts: PromptPool | undefined;
+  let draftModel: Model | undefined;
   try {
+    if ((o.speculative === 'draft') !== (o.draftModelPath !== undefined)) {
+      throw new LlamuxError('INVALID_ARGUMENT', "speculative 'draft' needs draftModelPath, and draftModelPath needs speculative 'draft'");
+    }
+    if (o.draftModelPath !== undefined) draftModel = await loadModel(o.draftModelPath);
+    const speculative: SpeculativeOptions | undefined =
+      o.speculative === 'draft' ? { mode: 'draft', model: draftModel! } : o.speculative === 'ngram' ? { mode: 'ngram' } : o.speculative || undefined;
     context = await model.createContext({
       // gpuLayers 'auto' may shrink the context (not below 4096) to keep every layer on the GPU.
       contextSize: owned ? (model.fit?.contextSize ?? o.ctx) : o.ctx,
@@ -239,6 +256,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       ...(o.cacheRamMb !== undefined ? { cacheRamMb: o.cacheRamMb } : {}),
       ...(o.cacheDir !== undefined ? { cacheDir: o.cacheDir } : {}),
       ...(o.deterministic ? { deterministic: true } : {}),
+      ...(speculative ? { speculative } : {}),
     });
     store = new ToolCallStore(o.storePath ?? ':memory:', o.storeLimits ?? {});
     const template = ChatTemplate.fromModel(model, o.chatTemplate);
@@ -439,6 +457,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           await ctx.dispose();
           st.close();
           if (owned) await model.dispose();
+          await draftModel?.dispose();
         })();
         return closing;
       },
@@ -448,6 +467,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     await context?.dispose();
     store?.close();
     if (owned) await model.dispose();
+    await draftModel?.dispose();
     throw e;
   }
 }

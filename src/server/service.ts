@@ -45,6 +45,9 @@ export interface Usage {
   completionTokens: number;
   /** Prompt tokens whose KV was reused (cached). */
   cachedTokens: number;
+  /** Speculative decoding: draft tokens verified, and those the output kept. */
+  draftedTokens: number;
+  acceptedTokens: number;
 }
 
 export interface ServiceToolCall {
@@ -474,7 +477,13 @@ export class ChatService {
           });
           const cachedTokens = this.#ownReuse(p, ev.reusedTokens);
           if (remember) this.#remember(p, generated);
-          const usage: Usage = { promptTokens: ev.promptTokens, completionTokens: ev.generatedTokens, cachedTokens };
+          const usage: Usage = {
+            promptTokens: ev.promptTokens,
+            completionTokens: ev.generatedTokens,
+            cachedTokens,
+            draftedTokens: ev.timings.draftedTokens,
+            acceptedTokens: ev.timings.acceptedTokens,
+          };
           const reason = emitted > 0 && ev.finishReason !== FinishReason.Length ? 'tool_calls' : ev.finishReason;
           const final: ServiceEvent = ev.stop !== undefined ? { type: 'final', reason, stop: ev.stop, usage } : { type: 'final', reason, usage };
           if (ev.logprobs && ev.logprobs.length > seenLogprobs) final.logprobs = ev.logprobs.slice(seenLogprobs);

@@ -1,0 +1,44 @@
+#include "speculative.h"
+
+#include <algorithm>
+
+namespace llamux {
+namespace spec {
+
+void NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint32_t ngramMax, size_t maxLen,
+                std::vector<llama_token> *out) {
+  out->clear();
+  const size_t size = tokens.size();
+  if (maxLen == 0 || ngramMin == 0 || size < 2) return;
+  for (size_t n = std::min<size_t>(ngramMax, size - 1); n >= ngramMin && n >= 1; n--) {
+    if (size < n + 1) continue;
+    const llama_token *key = tokens.data() + size - n;
+    // Newest first: recent text (this turn's output, the latest file contents) predicts best.
+    for (size_t start = size - n; start-- > 0;) {
+      if (tokens[start] != key[0] || !std::equal(key, key + n, tokens.begin() + static_cast<long>(start))) continue;
+      size_t from = start + n;  // < size: start < size - n
+      size_t len = std::min(maxLen, size - from);
+      out->assign(tokens.begin() + static_cast<long>(from), tokens.begin() + static_cast<long>(from + len));
+      return;
+    }
+    if (n == 1) break;
+  }
+}
+
+void Update(SpecState &s, const SpecConfig &cfg, size_t drafted, size_t accepted) {
+  if (accepted == drafted) {
+    s.length = std::min<uint32_t>(cfg.draftMax, std::max<uint32_t>(1, s.length * 2));
+    s.backoff = 0;
+    return;
+  }
+  s.length = std::max<uint32_t>(1, static_cast<uint32_t>(accepted) + 1);
+  if (accepted == 0) {
+    s.backoff = std::min<uint32_t>(32, s.backoff == 0 ? 1 : s.backoff * 2);
+    s.skip = s.backoff;
+  } else {
+    s.backoff = 0;
+  }
+}
+
+}  // namespace spec
+}  // namespace llamux
