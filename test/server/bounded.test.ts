@@ -179,8 +179,10 @@ describe('bounded work per request (#30)', () => {
       expect(pool.timeouts).toBe(3);
       expect(stops.length).toBe(3);
       // 100 ms idle (measured 1-20 ms); scaled when the machine is slow enough that the whole
-      // job takes long, but always well under the job itself.
-      expect(Math.max(...stops)).toBeLessThan(Math.max(100, fullMs / 3));
+      // job takes long. A worker that ran each job to its end would take about fullMs every
+      // time; the median keeps one slow first stop (a cold worker) from deciding.
+      const median = [...stops].sort((a, b) => a - b)[1]!;
+      expect(median).toBeLessThan(Math.max(100, fullMs / 3));
       expect(pool.retired).toBe(0);
     } finally {
       await server.close();
