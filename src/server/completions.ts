@@ -11,9 +11,9 @@ import { completionLogprobs } from './logprobs.js';
 import { MAX_CHOICES, ResponseFormatBody, responseFormatOption } from './openai.js';
 import type { HandlerOptions } from './openai.js';
 import { fitPrompt } from './overflow.js';
+import { nullable, samplingFields, samplingOptions } from './sampling-fields.js';
 import type { ChatService } from './service.js';
 
-const nullable = <T extends z.ZodType>(t: T) => t.nullable().optional();
 const tokenIds = z.array(z.number().int().min(0));
 
 export const CompletionRequestSchema = z
@@ -24,14 +24,7 @@ export const CompletionRequestSchema = z
     stream: nullable(z.boolean()),
     stream_options: nullable(z.object({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() }).strict()),
     max_tokens: nullable(z.number().int().positive()),
-    temperature: nullable(z.number().min(0).max(2)),
-    top_p: nullable(z.number().gt(0).max(1)),
-    top_k: z.number().int().min(0).optional(),
-    min_p: z.number().min(0).max(1).optional(),
-    repeat_penalty: z.number().gt(0).optional(),
-    frequency_penalty: nullable(z.number().min(-2).max(2)),
-    presence_penalty: nullable(z.number().min(-2).max(2)),
-    seed: nullable(z.number().int()),
+    ...samplingFields,
     stop: nullable(z.union([z.string().min(1), z.array(z.string().min(1)).max(16)])),
     n: nullable(z.number().int().min(1).max(MAX_CHOICES)),
     best_of: nullable(z.number().int().min(1).max(MAX_CHOICES)),
@@ -39,7 +32,6 @@ export const CompletionRequestSchema = z
     logprobs: nullable(z.number().int().min(0).max(20)),
     echo: nullable(z.boolean()),
     suffix: nullable(z.string().max(0, 'suffix (fill-in-the-middle) is not supported by this server')),
-    logit_bias: nullable(z.record(z.string().regex(/^\d+$/), z.number().min(-100).max(100))),
     response_format: ResponseFormatBody.optional(),
     user: z.string().optional(),
   })
@@ -49,15 +41,7 @@ type CompletionRequest = z.output<typeof CompletionRequestSchema>;
 function generateOptions(b: CompletionRequest): Omit<GenerateOptions, 'prompt'> {
   const g: Omit<GenerateOptions, 'prompt'> = { stop: b.stop == null ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop };
   if (b.max_tokens != null) g.maxTokens = b.max_tokens;
-  if (b.temperature != null) g.temperature = b.temperature;
-  if (b.top_p != null) g.topP = b.top_p;
-  if (b.top_k !== undefined) g.topK = b.top_k;
-  if (b.min_p !== undefined) g.minP = b.min_p;
-  if (b.repeat_penalty !== undefined) g.repeatPenalty = b.repeat_penalty;
-  if (b.frequency_penalty != null) g.frequencyPenalty = b.frequency_penalty;
-  if (b.presence_penalty != null) g.presencePenalty = b.presence_penalty;
-  if (b.seed != null) g.seed = ((b.seed % 2 ** 32) + 2 ** 32) % 2 ** 32;
-  if (b.logit_bias) g.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [k, v <= -100 ? -Infinity : v]));
+  Object.assign(g, samplingOptions(b));
   if (b.logprobs != null) g.logprobs = b.logprobs;
   const rf = responseFormatOption(b.response_format, false);
   if (rf) g.responseFormat = rf;

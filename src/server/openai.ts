@@ -7,6 +7,7 @@ import { checkToolSchemas, compileResponseFormat, SchemaGrammarError } from '../
 import type { ResponseFormat } from '../options.js';
 import type { TokenLogprob } from '../events.js';
 import { chatLogprobs } from './logprobs.js';
+import { nullable, samplingFields, samplingOptions } from './sampling-fields.js';
 import { FinishReason } from '../events.js';
 import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
@@ -54,7 +55,6 @@ const MessageSchema = z.discriminatedUnion('role', [
   z.object({ role: z.literal('tool'), tool_call_id: z.string().min(1).max(256), content: TextContent }),
 ]);
 
-const nullable = <T extends z.ZodType>(t: T) => t.nullable().optional();
 
 /** Most choices (`n`) one request may ask for. */
 export const MAX_CHOICES = 16;
@@ -109,16 +109,7 @@ export const ChatCompletionRequestSchema = z
     stream_options: nullable(z.object({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() }).strict()),
     max_tokens: nullable(z.number().int().positive()),
     max_completion_tokens: nullable(z.number().int().positive()),
-    temperature: nullable(z.number().min(0).max(2)),
-    top_p: nullable(z.number().gt(0).max(1)),
-    top_k: z.number().int().min(0).optional(),
-    min_p: z.number().min(0).max(1).optional(),
-    repeat_penalty: z.number().gt(0).optional(),
-    frequency_penalty: nullable(z.number().min(-2).max(2)),
-    presence_penalty: nullable(z.number().min(-2).max(2)),
-    seed: nullable(z.number().int()),
-    /** llamux: false opts this request out of the server's speculative decoding (--spec). */
-    speculative: z.boolean().optional(),
+    ...samplingFields,
     stop: nullable(z.union([z.string().min(1), z.array(z.string().min(1)).max(16)])),
     /** Choices, prefilled once (ctx.generateChoices); choice i samples with seed + i. */
     n: nullable(z.number().int().min(1).max(MAX_CHOICES)),
@@ -146,7 +137,6 @@ export const ChatCompletionRequestSchema = z
       ])
       .optional(),
     parallel_tool_calls: z.boolean().optional(),
-    logit_bias: nullable(z.record(z.string().regex(/^\d+$/), z.number().min(-100).max(100))),
     logprobs: nullable(z.boolean()),
     top_logprobs: nullable(z.number().int().min(0).max(20)),
     response_format: ResponseFormatBody.optional(),
@@ -232,18 +222,7 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
   const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? undefined;
   const generate: ChatRequest['generate'] = { stop };
   if (maxTokens != null) generate.maxTokens = maxTokens;
-  if (b.temperature != null) generate.temperature = b.temperature;
-  if (b.top_p != null) generate.topP = b.top_p;
-  if (b.top_k !== undefined) generate.topK = b.top_k;
-  if (b.min_p !== undefined) generate.minP = b.min_p;
-  if (b.repeat_penalty !== undefined) generate.repeatPenalty = b.repeat_penalty;
-  if (b.frequency_penalty != null) generate.frequencyPenalty = b.frequency_penalty;
-  if (b.presence_penalty != null) generate.presencePenalty = b.presence_penalty;
-  if (b.seed != null) generate.seed = ((b.seed % 2 ** 32) + 2 ** 32) % 2 ** 32;
-  if (b.speculative !== undefined) generate.speculative = b.speculative;
-  if (b.logit_bias) {
-    generate.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [k, v <= -100 ? -Infinity : v]));
-  }
+  Object.assign(generate, samplingOptions(b));
   if (b.reasoning_budget !== undefined) generate.reasoningBudget = b.reasoning_budget;
   const responseFormat = responseFormatOption(b.response_format, (b.tools ?? []).length > 0 && b.tool_choice !== 'none');
   if (responseFormat) generate.responseFormat = responseFormat;
