@@ -7,8 +7,10 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Agent, type AgentEvent } from './agent/index.js';
 import { fromNative, isLlamuxError } from './errors.js';
-import { rpcEndpoint } from './options.js';
-import { MARKER_PRESETS, detectMarkerPreset, type MarkerOption, type MarkerPresetName } from './markers.js';
+import { MARKER_PRESETS, detectMarkerPreset } from './markers.js';
+import { UsageError, intArg, parseMarkersArg, parseRpcList, progressPrinter, specArgs } from './cli-args.js';
+
+export { parseMarkersArg, parseRpcList } from './cli-args.js';
 import { loadModel, planForFile, type Model } from './model.js';
 import type { FitPlan } from './fit.js';
 import { printDoctor } from './cli-doctor.js';
@@ -20,70 +22,12 @@ import { BENCH_HELP, DEMO_HELP, DOCTOR_HELP, INSPECT_HELP, MAIN_HELP, RPC_SERVER
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-class UsageError extends Error {}
-
 function parse<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T, allowPositionals = false) {
   try {
     return parseArgs({ args, options: { help: { type: 'boolean', short: 'h' }, ...options }, allowPositionals, strict: true });
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
-}
-
-function intArg(value: string | undefined, name: string, min: number): number | undefined {
-  if (value === undefined) return undefined;
-  if (!/^\d+$/.test(value) || Number(value) < min) throw new UsageError(`--${name} expects an integer ≥ ${min}, got "${value}"`);
-  return Number(value);
-}
-
-/** --markers: auto | none | false | a preset | START,END */
-export function parseMarkersArg(value: string | undefined): MarkerOption {
-  if (value === undefined || value === 'auto') return 'auto';
-  if (value === 'none' || value === 'false' || value === 'off') return false;
-  if (Object.hasOwn(MARKER_PRESETS, value)) return value as MarkerPresetName;
-  const comma = value.indexOf(',');
-  if (comma > 0 && comma < value.length - 1) return { start: value.slice(0, comma), end: value.slice(comma + 1) };
-  throw new UsageError(`--markers expects auto, none, one of ${Object.keys(MARKER_PRESETS).join(', ')}, or START,END; got "${value}"`);
-}
-
-function progressPrinter(label: string, quiet: boolean): { onProgress: (p: number) => void; done: () => void } {
-  const tty = process.stderr.isTTY;
-  let last = -1;
-  return {
-    onProgress: (p: number) => {
-      if (quiet) return;
-      const pct = Math.floor(p * 100);
-      if (tty) {
-        if (pct !== last) process.stderr.write(`\r${label} ${String(pct).padStart(3)}%`);
-      } else if (pct >= last + 25 || (pct === 100 && last !== 100)) {
-        process.stderr.write(`${label} ${pct}%\n`);
-      } else return;
-      last = pct;
-    },
-    done: () => {
-      if (!quiet && tty && last >= 0) process.stderr.write('\n');
-    },
-  };
-}
-
-/** `--spec ngram|draft|off`, `--draft-model` and `--spec-draft-max`. */
-function specArgs(
-  mode: string | undefined,
-  draftMax: string | undefined,
-  draftModel: string | undefined,
-): { speculative?: 'draft' | { mode: 'ngram'; draftMax?: number }; draftModelPath?: string } {
-  if ((mode === 'draft') !== (draftModel !== undefined)) throw new UsageError('--spec draft and --draft-model PATH go together');
-  if (mode === undefined || mode === 'off') {
-    if (draftMax !== undefined) throw new UsageError('--spec-draft-max needs --spec ngram');
-    return {};
-  }
-  if (mode === 'draft') {
-    if (draftMax !== undefined) throw new UsageError('--spec-draft-max applies to --spec ngram');
-    return { speculative: 'draft', draftModelPath: draftModel! };
-  }
-  if (mode !== 'ngram') throw new UsageError(`--spec must be ngram, draft or off, not ${JSON.stringify(mode)}`);
-  const n = intArg(draftMax, 'spec-draft-max', 1);
-  return { speculative: { mode: 'ngram', ...(n !== undefined ? { draftMax: n } : {}) } };
 }
 
 async function serve(args: string[]): Promise<void> {
@@ -399,16 +343,6 @@ async function bench(args: string[]): Promise<void> {
     child.on('error', () => res(1));
   });
   process.exitCode = code;
-}
-
-/** --rpc host:port,host:port */
-export function parseRpcList(value: string): string[] {
-  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
-  if (list.length === 0) throw new UsageError('--rpc expects HOST:PORT[,HOST:PORT...]');
-  for (const ep of list) {
-    if (!rpcEndpoint.safeParse(ep).success) throw new UsageError(`--rpc expects HOST:PORT[,HOST:PORT...]; "${ep}" is not HOST:PORT`);
-  }
-  return list;
 }
 
 const LOOPBACK = /^127\.\d+\.\d+\.\d+$/;

@@ -1,0 +1,72 @@
+// The argument helpers of the `llamux` CLI (src/cli.ts): parsing, typed usage errors, the
+// option values that need more than parseArgs checks.
+import { MARKER_PRESETS, type MarkerOption, type MarkerPresetName } from './markers.js';
+import { rpcEndpoint } from './options.js';
+
+export class UsageError extends Error {}
+
+export function intArg(value: string | undefined, name: string, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || Number(value) < min) throw new UsageError(`--${name} expects an integer ≥ ${min}, got "${value}"`);
+  return Number(value);
+}
+
+/** --markers: auto | none | false | a preset | START,END */
+export function parseMarkersArg(value: string | undefined): MarkerOption {
+  if (value === undefined || value === 'auto') return 'auto';
+  if (value === 'none' || value === 'false' || value === 'off') return false;
+  if (Object.hasOwn(MARKER_PRESETS, value)) return value as MarkerPresetName;
+  const comma = value.indexOf(',');
+  if (comma > 0 && comma < value.length - 1) return { start: value.slice(0, comma), end: value.slice(comma + 1) };
+  throw new UsageError(`--markers expects auto, none, one of ${Object.keys(MARKER_PRESETS).join(', ')}, or START,END; got "${value}"`);
+}
+
+export function progressPrinter(label: string, quiet: boolean): { onProgress: (p: number) => void; done: () => void } {
+  const tty = process.stderr.isTTY;
+  let last = -1;
+  return {
+    onProgress: (p: number) => {
+      if (quiet) return;
+      const pct = Math.floor(p * 100);
+      if (tty) {
+        if (pct !== last) process.stderr.write(`\r${label} ${String(pct).padStart(3)}%`);
+      } else if (pct >= last + 25 || (pct === 100 && last !== 100)) {
+        process.stderr.write(`${label} ${pct}%\n`);
+      } else return;
+      last = pct;
+    },
+    done: () => {
+      if (!quiet && tty && last >= 0) process.stderr.write('\n');
+    },
+  };
+}
+
+/** `--spec ngram|draft|off`, `--draft-model` and `--spec-draft-max`. */
+export function specArgs(
+  mode: string | undefined,
+  draftMax: string | undefined,
+  draftModel: string | undefined,
+): { speculative?: 'draft' | { mode: 'ngram'; draftMax?: number }; draftModelPath?: string } {
+  if ((mode === 'draft') !== (draftModel !== undefined)) throw new UsageError('--spec draft and --draft-model PATH go together');
+  if (mode === undefined || mode === 'off') {
+    if (draftMax !== undefined) throw new UsageError('--spec-draft-max needs --spec ngram');
+    return {};
+  }
+  if (mode === 'draft') {
+    if (draftMax !== undefined) throw new UsageError('--spec-draft-max applies to --spec ngram');
+    return { speculative: 'draft', draftModelPath: draftModel! };
+  }
+  if (mode !== 'ngram') throw new UsageError(`--spec must be ngram, draft or off, not ${JSON.stringify(mode)}`);
+  const n = intArg(draftMax, 'spec-draft-max', 1);
+  return { speculative: { mode: 'ngram', ...(n !== undefined ? { draftMax: n } : {}) } };
+}
+
+/** --rpc host:port,host:port */
+export function parseRpcList(value: string): string[] {
+  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  if (list.length === 0) throw new UsageError('--rpc expects HOST:PORT[,HOST:PORT...]');
+  for (const ep of list) {
+    if (!rpcEndpoint.safeParse(ep).success) throw new UsageError(`--rpc expects HOST:PORT[,HOST:PORT...]; "${ep}" is not HOST:PORT`);
+  }
+  return list;
+}

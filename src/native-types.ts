@@ -1,0 +1,209 @@
+// The shapes that cross the addon boundary per request: what submit() takes, the events and
+// statistics it sends back (src/binding.ts re-exports them with the addon's own types).
+/**
+ * submit(request): every key required (one mapper per request kind in src/native-request.ts);
+ * the native side holds no defaults and throws a TypeError naming a missing or mistyped key.
+ */
+export interface NativeRequest {
+  id: number;
+  /** The prompt, tokenized in TS (src/prompt-tokens.ts); for continueSession the tail. */
+  promptTokens: Int32Array;
+  /** '' : no session. */
+  sessionId: string;
+  waitForSession: boolean;
+  /** KV reuse only within this scope (tenant isolation); '': the shared scope. */
+  cacheScope: string;
+  /** This session's idle TTL; -1: the context's sessionTtlMs. */
+  sessionTtlMs: number;
+  continueSession: boolean;
+  /** null: nothing to verify. */
+  expectCommitted: Int32Array | null;
+  prefillOnly: boolean;
+  /** Draft and verify when the context speculates. */
+  speculative: boolean;
+  /** -1: until end of generation or the context end. */
+  maxTokens: number;
+  stop: string[];
+  /** Token ids travel with text events. */
+  emitTokenIds: boolean;
+  renderSpecial: boolean;
+  /** >= 0: each generated token's logprob and this many top alternatives travel with text and final events; -1: none. */
+  logprobs: number;
+  /** Detect tool-call spans (when the context has markers). */
+  detectToolCalls: boolean;
+  greedyToolSyntax: boolean;
+  /** Tool-call grammar (GBNF; '' : spans unconstrained) and its root rule; see src/grammar. */
+  toolGrammar: string;
+  toolGrammarRoot: string;
+  /** The tool grammar is active from the first token (toolChoice required / named). */
+  toolRequired: boolean;
+  parallelToolCalls: boolean;
+  /** The end marker when it is one end-of-generation token; -1 otherwise. */
+  toolEndEog: number;
+  /** Reasoning markers (empty: no reasoning detection). */
+  reasoningStart: Int32Array;
+  reasoningEnd: Int32Array;
+  /** The prompt opened a reasoning span already: output starts inside it. */
+  reasoningOpen: boolean;
+  /** >= 0: after this many reasoning tokens the end marker is forced; -1: no budget. */
+  reasoningBudget: number;
+  /** Channel headers dropped from text: token ids, sequences separated by -1. */
+  textDrop: Int32Array;
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  typicalP: number;
+  repeatPenalty: number;
+  frequencyPenalty: number;
+  presencePenalty: number;
+  penaltyLastN: number;
+  seed: number;
+  /** '' : no grammar. */
+  grammar: string;
+  grammarRoot: string;
+  logitBiasTokens: Int32Array;
+  logitBiasValues: Float32Array;
+}
+
+export interface NativeStats {
+  promptTokens: number;
+  reusedTokens: number;
+  prefilledTokens: number;
+  generatedTokens: number;
+  queuedMs: number;
+  ttftMs: number;
+  prefillMs: number;
+  decodeMs: number;
+  prefillTokensPerSec: number;
+  decodeTokensPerSec: number;
+  sampleMs: number;
+  cacheOutcome: 'exact' | 'partial' | 'sticky' | 'restored' | 'cold';
+  cacheTier: '' | 'live' | 'shared' | 'ram' | 'disk';
+  restoreMs: number;
+  checkpoint?: number;
+  /** Speculative decoding: draft tokens verified, and how many of them the output kept. */
+  draftedTokens: number;
+  acceptedTokens: number;
+}
+
+export interface NativeCacheStats {
+  ramBytes: number;
+  ramEntries: number;
+  ramBudget: number;
+  ramEvictions: number;
+  sessions: number;
+  pinnedSequences: number;
+  spills: number;
+  restores: number;
+  sharedPrefixes: number;
+  diskBytes: number;
+  diskEntries: number;
+  diskBudget: number;
+  diskRestores: number;
+  /** Disk files removed because they were truncated, corrupt or foreign. */
+  diskRejected: number;
+  /** KV cells holding tokens (a cell shared by several sequences counts once); -1 for non-KV memories. */
+  kvCellsUsed: number;
+  kvCellsTotal: number;
+  /** Requests that gave their KV up to a full cache and were re-admitted later (their output continues). */
+  preemptions: number;
+  /** Idle sequences moved to the RAM tier because their cells widened running requests' attention window. */
+  idleSpills: number;
+  /**
+   * Recurrent and hybrid models: checkpoints (partial states at turn boundaries) the sequences
+   * hold now, at most 4 per sequence and 256 MiB per sequence, and their bytes (outside the RAM
+   * tier's budget; a state saved to the RAM or disk tier carries its sequence's checkpoints
+   * inside that tier's budget). 0 for attention-only models.
+   */
+  checkpoints: number;
+  checkpointBytes: number;
+  /** Prompts served by restoring a checkpoint (the sequence's KV cut back to it). */
+  checkpointRestores: number;
+  /** Speculative decoding: verifications run, draft tokens verified, draft tokens accepted. */
+  specVerifications: number;
+  specDraftedTokens: number;
+  specAcceptedTokens: number;
+}
+
+/** What llama.cpp applied when it created a context (public as ContextSettings). */
+export interface NativeReady {
+  contextSize: number;
+  /** Tokens one sequence may hold (contextSize with unified KV, contextSize / sequences otherwise). */
+  sequenceContextSize: number;
+  batchSize: number;
+  microBatchSize: number;
+  sequences: number;
+  threads: number;
+  batchThreads: number;
+  unifiedKv: boolean;
+  flashAttention: number;
+  kvTypeK: number;
+  kvTypeV: number;
+  /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
+  canTruncateKv: boolean;
+  /** The drafting mode applied ('off' when not asked, or when the memory cannot drop rejected drafts). */
+  speculative: 'off' | 'ngram' | 'draft';
+  /** Why speculation is off although the options asked for it. */
+  speculativeOff?: string;
+  /**
+   * The identity of this context's KV layout (model fingerprint, KV types, unified KV, cells per
+   * sequence, flash attention): the disk tier's file compatibility and the base of prefix keys.
+   */
+  layoutKey: string;
+}
+
+/** One generated token's log-probability and its most likely alternatives (best first). */
+export interface NativeLogprob {
+  token: number;
+  logprob: number;
+  top: { token: number; logprob: number }[];
+}
+
+export type NativeEvent =
+  | { type: 'ready'; id: number; ready: NativeReady }
+  | { type: 'text'; id: number; text: string; tokens?: Int32Array; logprobs?: NativeLogprob[] }
+  | { type: 'reasoning'; id: number; text: string; tokens?: Int32Array }
+  | {
+      type: 'final';
+      id: number;
+      finishReason: 'eog' | 'stop' | 'length' | 'toolCall' | 'abort' | 'error' | 'prefill';
+      code?: string;
+      message?: string;
+      stop?: string;
+      stats: NativeStats;
+      logprobs?: NativeLogprob[];
+    }
+  | { type: 'toolCallStart'; id: number; index: number }
+  | { type: 'toolCallDelta'; id: number; index: number; text: string }
+  | { type: 'toolCallEnd'; id: number; index: number; text: string; tokens: Int32Array; truncated: boolean }
+  | { type: 'createFailed'; id: number; code: string; message: string }
+  | { type: 'rpcFailed'; id: number; code: string; message: string }
+  | { type: 'sessionDone'; id: number; code?: string; message?: string }
+  | { type: 'embedded'; id: number; code?: string; message?: string; data?: Float32Array; dims?: number; promptTokens?: number; ms?: number }
+  | { type: 'closed'; id: number };
+
+/** ctx.embed() / rerank(): one job, answered by an `embedded` event. Every key required. */
+export interface NativeEmbedJob {
+  id: number;
+  /** The inputs' tokens one after another. */
+  tokens: Int32Array;
+  /** Tokens per input. */
+  lengths: Int32Array;
+  /** llama_pooling_type: 1 mean, 2 cls, 3 last, 4 rank; -1 the model's. */
+  pooling: number;
+}
+
+/** session.end() / fork(): queued with the requests, answered by a sessionDone event. Every key required. */
+export interface NativeSessionCommand {
+  id: number;
+  op: 'end' | 'fork';
+  /** The session to end, or the fork's new id. */
+  sessionId: string;
+  /** fork: the session to copy ('' for end). */
+  from: string;
+  /** fork: wait while `from` runs a request instead of SESSION_BUSY. */
+  wait: boolean;
+  /** -1: the context's sessionTtlMs. */
+  sessionTtlMs: number;
+}
