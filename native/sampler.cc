@@ -58,9 +58,16 @@ void Sampler::MaskRefused(llama_token_data_array *arr) {
   if (grammar_ != nullptr) llama_sampler_apply(grammar_, arr);
   if (!toolActive_) return;
   if (toolEndEog_ >= 0 && eogTokens_ != nullptr) {
-    for (size_t i = 0; i < arr->size; i++) {
-      const llama_token id = arr->data[i].id;
-      if (id != toolEndEog_ && std::find(eogTokens_->begin(), eogTokens_->end(), id) != eogTokens_->end()) arr->data[i].logit = -INFINITY;
+    if (arr->data == cur_.data() && arr->size == cur_.size()) {
+      // the whole vocabulary in id order: index the few EOG tokens instead of searching per candidate
+      for (llama_token e : *eogTokens_) {
+        if (e != toolEndEog_ && e >= 0 && static_cast<size_t>(e) < arr->size) arr->data[e].logit = -INFINITY;
+      }
+    } else {
+      for (size_t i = 0; i < arr->size; i++) {
+        const llama_token id = arr->data[i].id;
+        if (id != toolEndEog_ && std::find(eogTokens_->begin(), eogTokens_->end(), id) != eogTokens_->end()) arr->data[i].logit = -INFINITY;
+      }
     }
   }
   llama_sampler_apply(tool_, arr);
