@@ -4,7 +4,7 @@ import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
-const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings', 'speculative'];
+const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings', 'speculative', 'bounded'];
 // Named only: `families` (every zoo architecture, builds llama-server on first use),
 // `reasoning-replay` (the Qwen3.5 reasoning replay of issue 25), `surface`, `embeddings` and
 // `speculative` (issue 27) are not in the default run.
@@ -66,6 +66,9 @@ for (const suite of suites) {
   } else if (suite === 'speculative') {
     const { runSpeculativeBench } = await import('./workloads/speculative.js');
     console.log(await runSpeculativeBench(common));
+  } else if (suite === 'bounded') {
+    const { runBoundedBench } = await import('./workloads/bounded.js');
+    console.log(await runBoundedBench(common));
   } else if (suite === 'rpc') {
     const { runRpcBench } = await import('./workloads/rpc.js');
     console.log(await runRpcBench(common));

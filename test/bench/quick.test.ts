@@ -33,7 +33,7 @@ function bench(args: string[], timeoutMs: number): Promise<Run> {
   });
 }
 
-const SUITES = ['engine', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc'];
+const SUITES = ['engine', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'bounded'];
 
 /** Column headers of the tables of the head-to-head suites. */
 const TABLE_HEADERS: Record<string, RegExp[]> = {
@@ -45,6 +45,7 @@ const TABLE_HEADERS: Record<string, RegExp[]> = {
   ],
   throughput: [/### throughput: concurrent conversations/, /\| conversations \| llamux decode tok\/s \| llamux per-sequence KV tok\/s \| node-llama-cpp decode tok\/s \|/],
   overhead: [/### overhead: one sequence/, /\| system +\| prefill tok\/s \| prefill vs raw \| decode tok\/s \| decode vs raw \|/],
+  bounded: [/### bounded: decode beside 4 clients sending hostile tool schemas/, /hostile requests sent: \d+ \(\d+ x 400\); every one must be a 400/],
   rpc: [/### rpc: local vs split across two loopback rpc-servers/, /\| 2 rpc-servers, loopback \| [\d.,]+ +\| [\d.,]+ +\| [\d.]+x +\| [\d.]+x +\|/],
 };
 

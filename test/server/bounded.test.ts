@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadModel, type Model } from '../../src/index.js';
+import { loadModel, Session, type Model } from '../../src/index.js';
 import { createServer, type LlamuxServer } from '../../src/server/index.js';
 import { projectRoot, tinyModelPath } from '../helpers/paths.js';
 import { openaiFor } from './clients.js';
@@ -224,7 +224,16 @@ describe('bounded work per request (#30)', () => {
     }
   });
 
-  it('4 hostile grammar requests leave other requests decoding at >= 0.9x their speed', async () => {
+  it('4 hostile grammar requests leave other requests decoding untouched: refused before the engine', async () => {
+    // Every chat request the server admits becomes a Session.generate: count them, so that the
+    // test can say that no hostile schema reached the engine (the reason other decode keeps its
+    // speed; the speed itself is measured by `npm run bench -- --suite bounded`).
+    const sessionGenerate = Session.prototype.generate;
+    let admitted = 0;
+    Session.prototype.generate = function (this: Session, ...a: Parameters<Session['generate']>) {
+      admitted++;
+      return sessionGenerate.apply(this, a);
+    };
     const server = await createServer({ model, port: 0, ctx: 16384, parallel: 5, threads: 1, markers: 'hermes', log: () => {} });
     try {
       const openai = openaiFor(server);
@@ -257,15 +266,16 @@ describe('bounded work per request (#30)', () => {
           }
           return statuses;
         });
-      const speeds = async (tools?: unknown[]): Promise<{ speed: number; statuses: number[] }> => {
+      const speeds = async (tools?: unknown[]): Promise<{ speed: number; statuses: number[]; admitted: number }> => {
         let done = false;
+        const before = admitted;
         const load = tools ? attack(tools, () => done) : [];
         await sleep(tools ? 100 : 0);
         const runs: number[] = [];
         for (let i = 0; i < 3; i++) runs.push(await decode());
         done = true;
         const statuses = (await Promise.all(load)).flat();
-        return { speed: runs.sort((a, b) => a - b)[1]!, statuses };
+        return { speed: runs.sort((a, b) => a - b)[1]!, statuses, admitted: admitted - before };
       };
       // An unambiguous schema of the same shape: what any 4 grammar requests cost the engine thread.
       const plainTools = [{ type: 'function' as const, function: { name: 'f', parameters: { type: 'object', properties: { x: { type: 'array', items: { type: 'array', items: { type: 'integer' } } } }, required: ['x'] } } }];
@@ -285,13 +295,18 @@ describe('bounded work per request (#30)', () => {
           `with 4 requests at the ambiguity limit ${worst.speed.toFixed(0)} tok/s (${(worst.speed / base).toFixed(2)}x, statuses ${[...new Set(worst.statuses)].join(',')}); ` +
           `with 4 unambiguous grammar requests ${plain.speed.toFixed(0)} tok/s (${(plain.speed / base).toFixed(2)}x)`,
       );
+      // Every hostile request is refused before the engine sees it (the issue's 0.9x target rests
+      // on this; the ratio printed above moves with the machine's load, so the benchmark shows
+      // it). The control: the schemas at the ambiguity limit and the plain ones are admitted.
+      expect(hostile.statuses.length).toBeGreaterThan(0);
       expect(hostile.statuses.every((st) => st === 400)).toBe(true);
-      // The issue's target is 0.9x: measured 0.94-1.00x here (hostile schemas never reach the
-      // engine). The bound leaves room for a loaded 2-core machine, where the tiny model's 0.5 ms
-      // steps feel any CPU the HTTP requests take. Admitted grammar requests cost far more (see
-      // the log line and docs/server.md): the grammar mask runs on the engine thread.
-      expect(hostile.speed / base).toBeGreaterThanOrEqual(0.75);
+      expect(hostile.admitted + hostile2.admitted).toBe(0);
+      expect(worst.statuses.every((st) => st === 200)).toBe(true);
+      expect(worst.admitted).toBe(worst.statuses.length);
+      expect(plain.admitted).toBe(plain.statuses.length);
+      expect(plain.admitted).toBeGreaterThan(0);
     } finally {
+      Session.prototype.generate = sessionGenerate;
       await server.close();
     }
     // Six interleaved measurements of 3 × 384 decoded tokens, two of them beside admitted
