@@ -32,6 +32,7 @@ struct Request {
   int32_t nGenerated = 0;
   bool paused = false;
   bool done = false;
+  bool streamed = false;  // an event with its output left (the first one goes without waiting)
   Sampler sampler;
   FinalStats stats;
 

@@ -242,7 +242,11 @@ export interface FamiliesBenchOptions {
   threads?: number;
   /** Default: all of ZOO_ARCHITECTURES (quick: llama and qwen35). */
   architectures?: ZooArchitecture[];
-  /** Decode runs per system (default 3). */
+  /**
+   * Decode runs per system (default 9; quick 3). Each run is a raw run and a llamux run back to
+   * back, and the check takes the median of the run-by-run ratios: on a shared VM the host's
+   * speed drifts by 10-40 % within seconds, which three pairs do not average out.
+   */
   runs?: number;
   /** Replays per system (default 3; quick 1). */
   replays?: number;
@@ -272,7 +276,7 @@ export async function runFamiliesBench(opts: FamiliesBenchOptions = {}): Promise
   for (const a of fromEnv ?? []) if (!ZOO_ARCHITECTURES.includes(a)) throw new Error(`LLAMUX_BENCH_FAMILIES: unknown architecture "${a}" (known: ${ZOO_ARCHITECTURES.join(', ')})`);
   const archs = opts.architectures ?? fromEnv ?? (opts.quick ? (['llama', 'qwen35'] as ZooArchitecture[]) : [...ZOO_ARCHITECTURES]);
   const withServer = opts.llamaServer ?? process.env.LLAMUX_BENCH_LLAMA_SERVER !== '0';
-  const runs = opts.runs ?? 3;
+  const runs = opts.runs ?? (Number(process.env.LLAMUX_BENCH_DECODE_RUNS) > 0 ? Number(process.env.LLAMUX_BENCH_DECODE_RUNS) : opts.quick ? 3 : 9);
   const replays = opts.replays ?? (Number(process.env.LLAMUX_BENCH_REPLAYS) > 0 ? Number(process.env.LLAMUX_BENCH_REPLAYS) : opts.quick ? 1 : 3);
   const size: FamilyConversationSize = opts.quick ? { systemTokens: 400, resultTokens: 60, turns: 8 } : { systemTokens: 1000, resultTokens: 150, turns: 8 };
   const prompt = 32;
