@@ -4,11 +4,11 @@ import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
-const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings', 'speculative', 'bounded'];
+const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings', 'speculative', 'bounded', 'determinism'];
 // Named only: `families` (every zoo architecture, builds llama-server on first use),
 // `reasoning-replay` (the Qwen3.5 reasoning replay of issue 25), `surface`, `embeddings` and
-// `speculative` (issue 27) are not in the default run.
-const NAMED_ONLY = new Set(['families', 'reasoning-replay', 'surface', 'embeddings', 'speculative']);
+// `speculative` (issue 27) and `determinism` (issue 26) are not in the default run.
+const NAMED_ONLY = new Set(['families', 'reasoning-replay', 'surface', 'embeddings', 'speculative', 'determinism']);
 const DEFAULT = KNOWN.filter((s) => !NAMED_ONLY.has(s));
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -66,6 +66,9 @@ for (const suite of suites) {
   } else if (suite === 'speculative') {
     const { runSpeculativeBench } = await import('./workloads/speculative.js');
     console.log(await runSpeculativeBench(common));
+  } else if (suite === 'determinism') {
+    const { runDeterminismBench } = await import('./workloads/determinism.js');
+    console.log(await runDeterminismBench(common));
   } else if (suite === 'bounded') {
     const { runBoundedBench } = await import('./workloads/bounded.js');
     console.log(await runBoundedBench(common));

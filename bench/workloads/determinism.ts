@@ -1,0 +1,96 @@
+// Issue 26: what `deterministic: true` costs. Prefill and decode throughput of default and
+// deterministic contexts at 1 and 8 sequences, on the same model, threads and prompts. The two
+// modes take turns run by run (the machine's drift falls on both alike); medians of `reps`.
+import { loadModel, setLogger, type GenerateResult, type Model } from '../../src/index.js';
+import { benchPrompt, ensureBenchModel, type BenchModelName } from '../models.js';
+import { progress, progressDone, table, writeResult, type Row } from '../report.js';
+import { fmtSpread, spread } from '../stats.js';
+
+export interface DeterminismBenchOptions {
+  quick?: boolean;
+  threads?: number;
+  model?: BenchModelName;
+}
+
+interface Rates {
+  prefill: number;
+  decode: number;
+}
+
+const banEog = (model: Model) => Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity]));
+
+/** Aggregate rates of `rs`, run together: prompt tokens over the longest prefill, tokens after each first one over the longest decode. */
+function rates(rs: GenerateResult[], promptTokens: number): Rates {
+  const prefillMs = Math.max(...rs.map((r) => r.timings.prefillMs));
+  const decodeMs = Math.max(...rs.map((r) => r.timings.decodeMs));
+  const decoded = rs.reduce((a, r) => a + r.generatedTokens - 1, 0);
+  return { prefill: (rs.length * promptTokens) / (prefillMs / 1000), decode: decoded / (decodeMs / 1000) };
+}
+
+export async function runDeterminismBench(opts: DeterminismBenchOptions = {}): Promise<string> {
+  const threads = opts.threads ?? (opts.quick ? 1 : 2);
+  const name: BenchModelName = opts.model ?? (opts.quick ? 'tiny-random' : '250m-q8_0');
+  const promptTokens = opts.quick ? 64 : 256;
+  const genTokens = opts.quick ? 16 : 48;
+  const reps = opts.quick ? 1 : 5;
+  progress(`determinism: preparing ${name}`);
+  const bm = await ensureBenchModel(name);
+  setLogger('silent');
+  const model = await loadModel(bm.path);
+  const bias = banEog(model);
+  const out: string[] = [];
+  const data: Record<string, unknown> = { mode: opts.quick ? 'quick' : 'full', model: { name, description: bm.description }, settings: { threads, promptTokens, genTokens, reps } };
+  const rows: Row[] = [];
+  try {
+    for (const seqs of [1, 8]) {
+      const ctxs = await Promise.all(
+        [false, true].map((deterministic) =>
+          model.createContext({ threads, batchThreads: threads, contextSize: seqs * (promptTokens + genTokens + 16), sequences: seqs, prefixCache: false, cacheRamMb: 0, toolCallMarkers: false, deterministic }),
+        ),
+      );
+      const runs: Record<'default' | 'deterministic', Rates[]> = { default: [], deterministic: [] };
+      try {
+        for (const ctx of ctxs) await ctx.complete({ prompt: benchPrompt(8, model.vocab.size, 99), maxTokens: 2, temperature: 0, logitBias: bias });
+        for (let i = 0; i < reps; i++) {
+          for (const [k, ctx] of [['default', ctxs[0]!], ['deterministic', ctxs[1]!]] as const) {
+            progress(`determinism: ${seqs} sequence${seqs > 1 ? 's' : ''}, ${k} (${i + 1}/${reps})`);
+            const rs = await Promise.all(
+              Array.from({ length: seqs }, (_, s) => ctx.complete({ prompt: benchPrompt(promptTokens, model.vocab.size, 1000 * i + s), maxTokens: genTokens, temperature: 0, logitBias: bias })),
+            );
+            runs[k].push(rates(rs, promptTokens));
+          }
+        }
+      } finally {
+        for (const c of ctxs) await c.dispose();
+      }
+      const med = (k: 'default' | 'deterministic', f: keyof Rates) => spread(runs[k].map((r) => r[f]));
+      for (const f of ['prefill', 'decode'] as const) {
+        const d = med('default', f);
+        const x = med('deterministic', f);
+        const ratios = spread(runs.deterministic.map((r, i) => r[f] / runs.default[i]![f]));
+        rows.push({
+          sequences: seqs,
+          phase: f,
+          'default tok/s': fmtSpread(d),
+          'deterministic tok/s': fmtSpread(x),
+          'deterministic / default': `${(x.median / d.median).toFixed(2)}x`,
+          'run by run': `${fmtSpread(ratios, 2)}x`,
+          'target >= 0.85x': x.median / d.median >= 0.85 ? 'pass' : 'FAIL',
+        });
+      }
+      data[`seqs${seqs}`] = runs;
+    }
+  } finally {
+    await model.dispose();
+  }
+  progressDone();
+  out.push(
+    table(
+      `determinism: default vs deterministic contexts (${bm.description}, ${threads} thread${threads > 1 ? 's' : ''}; ${promptTokens}-token prompts, ${genTokens} tokens each, greedy; median (min-max) of ${reps}, modes taking turns)`,
+      rows,
+    ),
+  );
+  out.push(`results: ${writeResult('determinism', data)}`);
+  return out.join('\n');
+}
+
