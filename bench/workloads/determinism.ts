@@ -19,13 +19,10 @@ interface Rates {
 
 const banEog = (model: Model) => Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity]));
 
-/** Aggregate rates of `rs`, run together: prompt tokens over the longest prefill, tokens after each first one over the longest decode. */
-function rates(rs: GenerateResult[], promptTokens: number): Rates {
-  const prefillMs = Math.max(...rs.map((r) => r.timings.prefillMs));
-  const decodeMs = Math.max(...rs.map((r) => r.timings.decodeMs));
-  const decoded = rs.reduce((a, r) => a + r.generatedTokens - 1, 0);
-  return { prefill: (rs.length * promptTokens) / (prefillMs / 1000), decode: decoded / (decodeMs / 1000) };
-}
+/** Prompt tokens over the longest time to first token: `rs` prefilled together, one token each. */
+const prefillRate = (rs: GenerateResult[], promptTokens: number) => (rs.length * promptTokens) / (Math.max(...rs.map((r) => r.timings.ttftMs)) / 1000);
+/** Tokens after each first one over the longest decode: `rs` decoded together after short prompts. */
+const decodeRate = (rs: GenerateResult[]) => rs.reduce((a, r) => a + r.generatedTokens - 1, 0) / (Math.max(...rs.map((r) => r.timings.decodeMs)) / 1000);
 
 export async function runDeterminismBench(opts: DeterminismBenchOptions = {}): Promise<string> {
   const threads = opts.threads ?? (opts.quick ? 1 : 2);
@@ -45,7 +42,7 @@ export async function runDeterminismBench(opts: DeterminismBenchOptions = {}): P
     for (const seqs of [1, 8]) {
       const ctxs = await Promise.all(
         [false, true].map((deterministic) =>
-          model.createContext({ threads, batchThreads: threads, contextSize: seqs * (promptTokens + genTokens + 16), sequences: seqs, prefixCache: false, cacheRamMb: 0, toolCallMarkers: false, deterministic }),
+          model.createContext({ threads, batchThreads: threads, contextSize: seqs * (promptTokens + genTokens + 32), sequences: seqs, prefixCache: false, cacheRamMb: 0, toolCallMarkers: false, deterministic }),
         ),
       );
       const runs: Record<'default' | 'deterministic', Rates[]> = { default: [], deterministic: [] };
@@ -54,10 +51,15 @@ export async function runDeterminismBench(opts: DeterminismBenchOptions = {}): P
         for (let i = 0; i < reps; i++) {
           for (const [k, ctx] of [['default', ctxs[0]!], ['deterministic', ctxs[1]!]] as const) {
             progress(`determinism: ${seqs} sequence${seqs > 1 ? 's' : ''}, ${k} (${i + 1}/${reps})`);
-            const rs = await Promise.all(
-              Array.from({ length: seqs }, (_, s) => ctx.complete({ prompt: benchPrompt(promptTokens, model.vocab.size, 1000 * i + s), maxTokens: genTokens, temperature: 0, logitBias: bias })),
+            // Prefill: long prompts, one token each. Decode: short prompts (their prefill is a
+            // step or two), so every sequence decodes beside the others from the start.
+            const pre = await Promise.all(
+              Array.from({ length: seqs }, (_, s) => ctx.complete({ prompt: benchPrompt(promptTokens, model.vocab.size, 1000 * i + s), maxTokens: 1, temperature: 0, logitBias: bias })),
             );
-            runs[k].push(rates(rs, promptTokens));
+            const dec = await Promise.all(
+              Array.from({ length: seqs }, (_, s) => ctx.complete({ prompt: benchPrompt(16, model.vocab.size, 1000 * i + 100 + s), maxTokens: genTokens, temperature: 0, logitBias: bias })),
+            );
+            runs[k].push({ prefill: prefillRate(pre, promptTokens), decode: decodeRate(dec) });
           }
         }
       } finally {
@@ -86,7 +88,7 @@ export async function runDeterminismBench(opts: DeterminismBenchOptions = {}): P
   progressDone();
   out.push(
     table(
-      `determinism: default vs deterministic contexts (${bm.description}, ${threads} thread${threads > 1 ? 's' : ''}; ${promptTokens}-token prompts, ${genTokens} tokens each, greedy; median (min-max) of ${reps}, modes taking turns)`,
+      `determinism: default vs deterministic contexts (${bm.description}, ${threads} thread${threads > 1 ? 's' : ''}; prefill: ${promptTokens}-token prompts per sequence at once; decode: ${genTokens} tokens per sequence after 16-token prompts, greedy; median (min-max) of ${reps}, modes taking turns)`,
       rows,
     ),
   );
