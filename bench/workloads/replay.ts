@@ -246,6 +246,8 @@ export interface TurnResult {
   totalMs: number;
   /** Server only: calls of this request's history that were replayed by id. */
   replayedCalls?: number;
+  /** Library only: the turn's log-probabilities (top 5 of each token, from the raw logits), as JSON. */
+  logprobs?: string;
 }
 
 export type SystemKey = 'session' | 'server' | 'nocache' | 'nlc' | 'llamaServer';
@@ -258,18 +260,18 @@ export const SYSTEM_LABELS: Record<SystemKey, string> = {
   llamaServer: 'llama-server (same llama.cpp, openai client, token prompts)',
 };
 
-async function runLibrary(model: Model, conv: AgentConversation, reuse: boolean, threads: number): Promise<TurnResult[]> {
+async function runLibrary(model: Model, conv: AgentConversation, reuse: boolean, threads: number, deterministic = false): Promise<TurnResult[]> {
   const last = conv.prompts.at(-1)!.length + conv.generated.at(-1)!.length;
   // One sequence, as node-llama-cpp and llama-server get: the warm-up's cells are replaced by
   // turn 0 instead of sitting in a second sequence and widening the attention window.
-  const ctx = await model.createContext({ contextSize: last + 256, sequences: 1, threads, batchThreads: threads, prefixCache: reuse, toolCallMarkers: false });
+  const ctx = await model.createContext({ contextSize: last + 256, sequences: 1, threads, batchThreads: threads, prefixCache: reuse, toolCallMarkers: false, deterministic });
   const out: TurnResult[] = [];
   try {
     const bias = Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity]));
     await ctx.complete({ prompt: benchPrompt(16, model.vocab.size, 99), maxTokens: 4, temperature: 0, logitBias: bias });
     const agent = reuse ? ctx.createSession({ id: 'agent' }) : undefined;
     for (let k = 0; k < conv.prompts.length; k++) {
-      progress(`replay: ${reuse ? 'llamux session' : 'llamux prefixCache: false'}, turn ${k}/${conv.prompts.length - 1}`);
+      progress(`replay: ${reuse ? 'llamux session' : 'llamux prefixCache: false'}${deterministic ? ' (deterministic)' : ''}, turn ${k}/${conv.prompts.length - 1}`);
       const forced = conv.generated[k]!;
       const t0 = performance.now();
       const gen = (agent ?? ctx).generate({
@@ -277,6 +279,7 @@ async function runLibrary(model: Model, conv: AgentConversation, reuse: boolean,
         grammar: tokenGrammar(forced),
         temperature: 0,
         maxTokens: forced.length + 8,
+        logprobs: 5,
       });
       let first = -1;
       let final: GenerateResult | undefined;
@@ -287,7 +290,7 @@ async function runLibrary(model: Model, conv: AgentConversation, reuse: boolean,
       const totalMs = performance.now() - t0;
       if (!final) throw new Error('no final event');
       if (final.generatedTokens !== forced.length) throw new Error(`turn ${k}: generated ${final.generatedTokens} tokens, expected the ${forced.length} scripted ones`);
-      out.push({ ttftMs: first, engineTtftMs: final.timings.ttftMs, promptTokens: final.promptTokens, prefilledTokens: final.prefilledTokens, totalMs });
+      out.push({ ttftMs: first, engineTtftMs: final.timings.ttftMs, promptTokens: final.promptTokens, prefilledTokens: final.prefilledTokens, totalMs, logprobs: JSON.stringify(final.logprobs) });
     }
   } finally {
     await ctx.dispose();
@@ -512,6 +515,8 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
   const results: Partial<Record<SystemKey, TurnResult[]>> = {};
   let serverInfo: { promptMismatches: number[]; fallbacks: number } | undefined;
   let paired: PairedLastTurn | undefined;
+  let detSession: TurnResult[] = [];
+  let detCold: TurnResult[] = [];
   const eogTokens = [...model.vocab.eogTokens];
   const nVocab = model.vocab.size;
   try {
@@ -522,6 +527,10 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
     results.server = s.turns;
     serverInfo = { promptMismatches: s.promptMismatches, fallbacks: s.fallbacks };
     results.nocache = await runLibrary(model, conv, false, threads);
+    // The same two library runs in deterministic mode (issue 26): only whether each turn's
+    // log-probabilities match the cold run's is reported from them.
+    detSession = await runLibrary(model, conv, true, threads, true);
+    detCold = await runLibrary(model, conv, false, threads, true);
     paired = await pairedLastTurn(model, bm.path, conv, eogTokens, threads, opts.quick ? 2 : 6);
   } finally {
     await model.dispose();
@@ -546,6 +555,9 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
       prow[short[key]] = t.prefilledTokens;
     }
     prow['server calls replayed'] = results.server![k]!.replayedCalls ?? 0;
+    // the session's turn against the cold run's (prefixCache: false): logprobs equal bit for bit
+    prow['session identical to no cache'] = results.session![k]!.logprobs === results.nocache![k]!.logprobs ? 'yes' : 'no';
+    prow['deterministic: identical'] = detSession[k]!.logprobs === detCold[k]!.logprobs ? 'yes' : 'no';
     ttftRows.push(row);
     prefillRows.push(prow);
   }
@@ -601,6 +613,7 @@ export async function runReplayBench(opts: ReplayBenchOptions = {}): Promise<str
     conversation: { promptTokens: conv.prompts.map((p) => p.length), newTokens: conv.newTokens, generatedTokens: conv.generated.map((g) => g.length) },
     systems: SYSTEM_LABELS,
     turns: results,
+    deterministic: { session: detSession, nocache: detCold },
     server: serverInfo,
     pairedLastTurn: paired,
     ratiosAtLastTurn: Object.fromEntries(

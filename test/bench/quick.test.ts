@@ -42,7 +42,10 @@ const TABLE_HEADERS: Record<string, RegExp[]> = {
     /\| turn +\| prompt tokens \| new tokens \| session ms \| server ms \| no cache ms \| node-llama-cpp ms \|/,
     /### replay: prompt tokens prefilled per turn/,
     /\| system +\| turn \d+ TTFT ms \| vs node-llama-cpp \| prefilled \| prefilled \/ new tokens \|/,
+    // issue 26: every turn of the deterministic session matches the deterministic cold run
+    /\| server calls replayed \| session identical to no cache \| deterministic: identical \|/,
   ],
+  cache: [/\| identical to cold \(8 tokens \+ logprobs\) \| deterministic: identical to cold \|/],
   throughput: [/### throughput: concurrent conversations/, /\| conversations \| llamux decode tok\/s \| llamux per-sequence KV tok\/s \| node-llama-cpp decode tok\/s \|/],
   overhead: [/### overhead: one sequence/, /\| system +\| prefill tok\/s \| prefill vs raw \| decode tok\/s \| decode vs raw \|/],
   bounded: [/### bounded: decode beside 4 clients sending hostile tool schemas/, /hostile requests sent: \d+ \(\d+ x 400\); every one must be a 400/],
@@ -67,6 +70,10 @@ describe('bench --quick', () => {
     expect(turn1, 'replay: prefilled row of turn 1').not.toBeNull();
     expect(Number(turn1![3]), 'server calls replayed at turn 1').toBe(1);
     expect(Number(turn1![2]), 'server prefilled at turn 1').toBe(Number(turn1![1]));
+    // replay, deterministic mode: the session's log-probabilities equal the cold run's on every turn
+    const identity = [...r.stdout.matchAll(/\| +\d+ +\| (yes|no) +\| (yes|no) +\|\n/g)].map((m) => m[2]);
+    expect(identity.length, 'replay: turns with an identity column').toBeGreaterThanOrEqual(4);
+    expect(identity.every((v) => v === 'yes'), `deterministic identity per turn: ${identity.join(', ')}`).toBe(true);
     expect(r.stdout).toMatch(/bench finished in [\d.]+ s \(quick mode\)/);
   });
 
