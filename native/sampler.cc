@@ -133,6 +133,12 @@ llama_sampler *Sampler::BuildTail(const SamplerParams &p, bool greedy) {
 bool Sampler::Init(const llama_vocab *vocab, const SamplerParams &p, bool withGreedy, std::string *error) {
   nVocab_ = llama_vocab_n_tokens(vocab);
   const bool penalties = p.repeatPenalty != 1.0f || p.frequencyPenalty != 0.0f || p.presencePenalty != 0.0f;
+  plainPre_ = !penalties;
+  bias_ = p.logitBias;
+  std::sort(bias_.begin(), bias_.end());
+  for (size_t i = 0; i < bias_.size(); i++) {
+    if (bias_[i].first < 0 || bias_[i].first >= nVocab_ || (i > 0 && bias_[i].first == bias_[i - 1].first)) biasUsable_ = false;
+  }
   if (!p.logitBias.empty() || penalties) {
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
@@ -162,10 +168,49 @@ bool Sampler::Init(const llama_vocab *vocab, const SamplerParams &p, bool withGr
   return true;
 }
 
+llama_token Sampler::ArgmaxBiased(const float *logits) const {
+  // In index order with a strict comparison from token 0, as llama_sampler_greedy does over
+  // candidates filled in index order; a biased token's logit is logit + bias, as
+  // llama_sampler_logit_bias makes it. The biased tokens split the scan into plain runs.
+  int32_t best = 0;
+  float bestLogit = logits[0];
+  size_t b = 0;
+  if (!bias_.empty() && bias_[0].first == 0) bestLogit = logits[0] + bias_[b++].second;
+  int32_t t = 1;
+  while (t < nVocab_) {
+    const int32_t end = b < bias_.size() ? bias_[b].first : nVocab_;
+    for (; t < end; t++) {
+      if (logits[t] > bestLogit) {
+        bestLogit = logits[t];
+        best = t;
+      }
+    }
+    if (t < nVocab_) {  // t == bias_[b].first
+      const float v = logits[t] + bias_[b++].second;
+      if (v > bestLogit) {
+        bestLogit = v;
+        best = t;
+      }
+      t++;
+    }
+  }
+  if (std::isinf(bestLogit) && bestLogit < 0) return -2;  // every token banned
+  return best;
+}
+
 llama_token Sampler::Sample(llama_context *ctx, int32_t idx) {
   const float *logits = llama_get_logits_ith(ctx, idx);
   if (logits == nullptr) return -1;
+  // Greedy, nothing but a bias before it, no grammar: the argmax of the logits, without filling
+  // (and the greedy sampler scanning) a candidate array of the whole vocabulary (262k entries on
+  // Gemma 4: ~0.1 ms a token).
+  if ((useGreedy_ || normalIsGreedy_) && plainPre_ && biasUsable_ && !Constrained()) {
+    const llama_token tok = ArgmaxBiased(logits);
+    if (tok < 0) return tok;
+    return Accept(tok) ? tok : -2;
+  }
   FillCandidates(logits);
+
   llama_token_data_array arr = {cur_.data(), cur_.size(), -1, false};
   llama_sampler *tail = useGreedy_ ? greedy_ : normal_;
   const bool greedy = useGreedy_ || normalIsGreedy_;

@@ -86,6 +86,9 @@ class Sampler {
   // candidate looked at.
   bool TopAllowed(const llama_token_data_array &arr, size_t want, size_t scan);
   void FillCandidates(const float *logits);
+  // Greedy without penalties or constraints: the first token of the highest (biased) logit,
+  // read straight from the logits; what llama.cpp's logit-bias and greedy samplers pick.
+  llama_token ArgmaxBiased(const float *logits) const;
   llama_sampler *BuildTail(const SamplerParams &p, bool greedy);
 
   llama_sampler *pre_ = nullptr;      // logit bias and penalties (null when neither is set)
@@ -94,6 +97,9 @@ class Sampler {
   llama_sampler *greedy_ = nullptr;   // greedy tail for tool-call syntax (when enabled)
   bool useGreedy_ = false;
   bool normalIsGreedy_ = false;  // temperature <= 0: the request's tail is greedy too
+  bool plainPre_ = true;         // pre_ holds at most a logit bias (no penalties)
+  std::vector<std::pair<int32_t, float>> bias_;  // that bias, by token
+  bool biasUsable_ = true;       // false: a token biased twice or out of range (use the chain)
   int32_t topK_ = 0;
   std::vector<size_t> order_;
   std::vector<llama_token_data> top_;
