@@ -32,7 +32,7 @@ void Scheduler::PlanDrafts() {
       r.spec.skip--;
       continue;
     }
-    if (r.spec.length == 0) r.spec.length = cfg_.spec.draftMax;
+    if (r.spec.length == 0) r.spec.length = std::min(cfg_.spec.draftMax, spec::kFirstDraft);
     size_t maxLen = std::min<size_t>(r.spec.length, budget);
     // k drafts yield up to k + 1 tokens: never past maxTokens or the sequence's context.
     if (r.p->maxTokens >= 0) {
