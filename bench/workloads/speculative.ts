@@ -22,6 +22,7 @@ import { buildScriptedModel, encodeGguf, sp, SPACE, writeBytesAtomic, type Scrip
 import { Prng } from '../../src/gguf/prng.js';
 import { loadModel, setLogger, type Context, type ContextOptions, type Model } from '../../src/index.js';
 import { runRaw } from '../drivers/raw.js';
+import { llamaServerBinary, startLlamaServer } from '../drivers/llama-server.js';
 import { benchDir } from '../models.js';
 import { progress, progressDone, table, writeResult, type Row } from '../report.js';
 import { fmtSpread, ratio, repeat, type Spread } from '../stats.js';
@@ -181,6 +182,34 @@ async function measure(ctx: Context, prompt: number[], expect: number[], n: numb
   };
 }
 
+/**
+ * llama-server (same llama.cpp source) on the same target and prompt, one slot: decode tok/s from
+ * its own timings, drafted/accepted from them, and whether it gave the script. `spec`: its
+ * `--spec-type ngram-simple`, or `-md <draft> --spec-type draft-simple`, or none.
+ */
+async function measureLlamaServer(bin: string, target: string, prompt: number[], expect: number[], threads: number, spec: 'none' | 'ngram' | { draft: string }): Promise<Measured> {
+  const extraArgs = spec === 'none' ? [] : spec === 'ngram' ? ['--spec-type', 'ngram-simple'] : ['-md', spec.draft, '--spec-type', 'draft-simple', '-td', String(threads), '-tbd', String(threads)];
+  const srv = await startLlamaServer(bin, target, { ctx: prompt.length + expect.length + 64, parallel: 1, threads, extraArgs });
+  try {
+    const body = { prompt, n_predict: expect.length, temperature: 0, cache_prompt: false, ignore_eos: true, return_tokens: true };
+    const once = async () => (await (await fetch(`${srv.url}/completion`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()) as {
+      tokens?: number[];
+      timings?: { predicted_per_second?: number; draft_n?: number; draft_n_accepted?: number };
+    };
+    await once(); // warm-up: graphs of every batch shape
+    const r = await once();
+    const tokens = r.tokens ?? [];
+    return {
+      decode: r.timings?.predicted_per_second ?? NaN,
+      drafted: r.timings?.draft_n ?? 0,
+      accepted: r.timings?.draft_n_accepted ?? 0,
+      exact: tokens.length === expect.length && tokens.every((t, i) => t === expect[i]),
+    };
+  } finally {
+    await srv.close();
+  }
+}
+
 export async function runSpeculativeBench(opts: SpeculativeBenchOptions = {}): Promise<string> {
   const threads = opts.threads ?? 2;
   // LLAMUX_BENCH_SPEC_RUNS: runs per figure (this suite's figures vary most on a busy machine)
@@ -205,6 +234,8 @@ export async function runSpeculativeBench(opts: SpeculativeBenchOptions = {}): P
     cases.push({ name: `draft model at ${Math.round(a * 100)} %`, prompt: p.copyPrompt, expect: p.copyGreedy.slice(0, gen), draft: await draftModelAt(p, a), many: a === 0.8 });
   }
   const drafts = new Map<string, Model>();
+  // llama-server built from the same source (LLAMUX_BENCH_LLAMA_SERVER=0 leaves it out)
+  const ls = process.env.LLAMUX_BENCH_LLAMA_SERVER === '0' ? { path: undefined, why: 'left out' } : llamaServerBinary();
   try {
     for (const nSeq of opts.quick ? [1] : [1, 8]) {
       const rows: Row[] = [];
@@ -257,6 +288,18 @@ export async function runSpeculativeBench(opts: SpeculativeBenchOptions = {}): P
             });
             const label = c.draft ? 'llamux, draft model' : 'llamux, n-gram';
             rows.push(row('raw C++ loop', r.raw), row('llamux, no speculation', r.plain), row(label, r.spec, r.acceptance));
+            // llama-server at 1 sequence: without speculation and with the same kind of drafts
+            if (nSeq === 1 && ls.path) {
+              progress(`speculative: llama-server, ${c.name}`);
+              const lsRuns = await repeat(runs, async () => {
+                const plain = await measureLlamaServer(ls.path!, p.path, c.prompt, c.expect, threads, 'none');
+                const spec = await measureLlamaServer(ls.path!, p.path, c.prompt, c.expect, threads, c.draft ? { draft: c.draft } : 'ngram');
+                return { plain: plain.decode, spec: spec.decode, acceptance: spec.drafted > 0 ? spec.accepted / spec.drafted : 0, exact: plain.exact && spec.exact ? 1 : 0 };
+              });
+              const lsRow = (system: string, sp: Spread, acc?: Spread): Row => ({ ...row(system, sp, acc), exact: lsRuns.exact.min === 1 ? 'yes' : 'NO' });
+              rows.push(lsRow('llama-server, no speculation', lsRuns.plain), lsRow(c.draft ? 'llama-server, draft model (draft-simple)' : 'llama-server, n-gram (ngram-simple)', lsRuns.spec, lsRuns.acceptance));
+              (json.rows as Record<string, unknown>)[`${nSeq}:${c.name}:llama-server`] = lsRuns;
+            }
             if (forcedCtx) rows.push(row(`${label}, drafting at 8 seqs`, r.forced, r.forcedAcceptance));
             (json.rows as Record<string, unknown>)[`${nSeq}:${c.name}`] = r;
           } finally {
