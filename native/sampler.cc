@@ -210,7 +210,6 @@ llama_token Sampler::Sample(llama_context *ctx, int32_t idx) {
     return Accept(tok) ? tok : -2;
   }
   FillCandidates(logits);
-
   llama_token_data_array arr = {cur_.data(), cur_.size(), -1, false};
   llama_sampler *tail = useGreedy_ ? greedy_ : normal_;
   const bool greedy = useGreedy_ || normalIsGreedy_;
