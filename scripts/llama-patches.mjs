@@ -596,139 +596,24 @@ static void ggml_compute_forward_mul_mat_one_chunk(
     ],
   },
   {
-    id: 'det-fa-order',
-    // With use_ref (deterministic mode) the flash-attention row kernel runs its online softmax
-    // over a row's visible cells in an order that does not depend on where they sit in the KV:
-    // by score, highest first, ties by the V row's bytes (equal score and V: equal terms). In
-    // cell order, a sequence whose cells were allocated out of position order (freed cells
-    // reused, a fork, a prefix shared by seq_cp, 8 sequences interleaved) summed the same terms
-    // in another order: 34-76 of 80 positions differed in the last bit (test/determinism). The
-    // scores are computed twice (once to sort); the default path is unchanged.
+    id: 'det-fa-fixed',
+    // With use_ref (deterministic mode) flash attention runs llamux_det_flash_attn
+    // (scripts/llama-patches/det-fa-fixed.cpp): the softmax maximum over the whole visible row
+    // first, then the weights and the weighted V sums accumulated in 64-bit fixed point, so no
+    // sum depends on the order of the cells (where they sit in the KV) or on the rows computed
+    // beside them, and rows are computed in tiles. The kernel it replaces (det-fa-order) sorted
+    // each row's cells by score: ~10x the default kernel's attention time on a 256-token prompt
+    // and quadratic on long ones (about a minute per 2,000-token prompt on 2 threads). Checked by
+    // test/determinism (every cache path byte for byte) and test/native/flash-attention.test.ts.
     file: FA_OPS,
     edits: [
       {
-        find: 'static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(\n',
-        replace: `#include <vector>
-
-static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
-`,
+        find: '// Reduction function: combines partial results across KV chunks\n',
+        replace: `${patchSource('det-fa-fixed.cpp')}// Reduction function: combines partial results across KV chunks\n`,
       },
       {
-        find: `        for (int64_t ic = ic_start; ic < ic_end; ++ic) {
-            if (mp && (ic & 31) == 0 && ic + 32 <= ic_end && llamux_fa_masked32(mp + ic)) {
-                ic += 31;
-                continue;
-            }
-`,
-        replace: `        // llamux det-fa-order: in deterministic mode, the visible cells by score (then V bytes).
-        // Keys sort as integers (the score's bits ordered high to low, the cell below them);
-        // runs of equal scores are then put in V-byte order, so the cell index never decides.
-        static thread_local std::vector<uint64_t> llamux_keys;
-        static thread_local std::vector<std::pair<float, int64_t>> llamux_order;
-        const bool llamux_det = params->use_ref;
-        if (llamux_det) {
-            llamux_keys.clear();
-            for (int64_t ic = ic_start; ic < ic_end; ++ic) {
-                const float mv = mp ? slope*GGML_CPU_FP16_TO_FP32(mp[ic]) : 0.0f;
-                if (mv == -INFINITY) {
-                    continue;
-                }
-                float s;
-                kq_vec_dot(DK, &s, 0, (const char *) k->data + (ic*nbk1 + ik2*nbk2 + ik3*nbk3), 0, Q_q, 0, 1);
-                s = s*scale;
-                if (logit_softcap != 0.0f) {
-                    s = logit_softcap*tanhf(s);
-                }
-                s += mv;
-                uint32_t u;
-                memcpy(&u, &s, sizeof(u));
-                u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); // ascending as unsigned
-                llamux_keys.push_back(((uint64_t) ~u << 32) | (uint64_t) ic); // highest score first
-            }
-            std::sort(llamux_keys.begin(), llamux_keys.end());
-            const size_t v_row = ggml_row_size(v->type, DV);
-            const char * v_base = (const char *) v->data + iv2*nbv2 + iv3*nbv3;
-            for (size_t i = 0; i < llamux_keys.size();) {
-                size_t j = i + 1;
-                while (j < llamux_keys.size() && (llamux_keys[j] >> 32) == (llamux_keys[i] >> 32)) {
-                    j++;
-                }
-                if (j - i > 1) {
-                    std::sort(llamux_keys.begin() + i, llamux_keys.begin() + j, [&](uint64_t a, uint64_t b) {
-                        return memcmp(v_base + (int64_t) (uint32_t) a*nbv1, v_base + (int64_t) (uint32_t) b*nbv1, v_row) < 0;
-                    });
-                }
-                i = j;
-            }
-            llamux_order.resize(llamux_keys.size());
-            for (size_t i = 0; i < llamux_keys.size(); i++) {
-                uint32_t u = ~(uint32_t) (llamux_keys[i] >> 32);
-                u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
-                float s;
-                memcpy(&s, &u, sizeof(s));
-                llamux_order[i] = { s, (int64_t) (uint32_t) llamux_keys[i] };
-            }
-        }
-        const int64_t llamux_end = llamux_det ? (int64_t) llamux_order.size() : ic_end;
-        for (int64_t jc = llamux_det ? 0 : ic_start; jc < llamux_end; ++jc) {
-            const int64_t ic = llamux_det ? llamux_order[jc].second : jc;
-            if (!llamux_det && mp && (ic & 31) == 0 && ic + 32 <= ic_end && llamux_fa_masked32(mp + ic)) {
-                jc += 31;
-                continue;
-            }
-`,
-      },
-      {
-        // the score of a sorted cell was computed (the same operations) while sorting
-        find: `            float s; // KQ value
-
-            const char * k_data = (const char *) k->data + ( ic*nbk1 + ik2*nbk2 + ik3*nbk3);
-            kq_vec_dot(DK, &s, 0, k_data, 0, Q_q, 0, 1);
-
-            s = s*scale; // scale KQ value
-
-            if (logit_softcap != 0.0f) {
-                s = logit_softcap*tanhf(s);
-            }
-
-            s += mv; // apply mask
-`,
-        replace: `            float s; // KQ value
-
-            if (llamux_det) {
-                s = llamux_order[jc].first;
-            } else {
-            const char * k_data = (const char *) k->data + ( ic*nbk1 + ik2*nbk2 + ik3*nbk3);
-            kq_vec_dot(DK, &s, 0, k_data, 0, Q_q, 0, 1);
-
-            s = s*scale; // scale KQ value
-
-            if (logit_softcap != 0.0f) {
-                s = logit_softcap*tanhf(s);
-            }
-
-            s += mv; // apply mask
-            }
-`,
-      },
-      {
-        // deterministic mode accumulates V in F32 (F16 accumulation rounds every step and
-        // converts twice per element: slower, and less exact, than converting V once)
-        find: '        if (v->type == GGML_TYPE_F16) {\n            memset(VKQ16, 0, DV*sizeof(ggml_fp16_t));',
-        replace: '        if (v->type == GGML_TYPE_F16 && !params->use_ref) {\n            memset(VKQ16, 0, DV*sizeof(ggml_fp16_t));',
-      },
-      {
-        find: '            if (v->type == GGML_TYPE_F16) {\n                if (s > M) {',
-        replace: '            if (v->type == GGML_TYPE_F16 && !llamux_det) {\n                if (s > M) {',
-      },
-      {
-        find: '        if (v->type == GGML_TYPE_F16) {\n            for (int64_t d = 0; d < DV; ++d) {\n                VKQ32[d] = GGML_CPU_FP16_TO_FP32(VKQ16[d]);',
-        replace: '        if (v->type == GGML_TYPE_F16 && !params->use_ref) {\n            for (int64_t d = 0; d < DV; ++d) {\n                VKQ32[d] = GGML_CPU_FP16_TO_FP32(VKQ16[d]);',
-      },
-      {
-        // (the CPU backend's vectorized F16 conversion, not the base library's scalar one)
-        find: '                if (v_to_float) {\n                    v_to_float(v_data, V32, DV);\n                    ggml_vec_mad_f32(DV, VKQ32, V32, vs);',
-        replace: '                if (llamux_det && v->type == GGML_TYPE_F16) {\n                    ggml_cpu_fp16_to_fp32((const ggml_fp16_t *) v_data, V32, DV);\n                    ggml_vec_mad_f32(DV, VKQ32, V32, vs);\n                } else if (v_to_float) {\n                    v_to_float(v_data, V32, DV);\n                    ggml_vec_mad_f32(DV, VKQ32, V32, vs);',
+        find: '            if (use_tiled) {\n#ifdef LLAMUX_FA_TILED_KT\n',
+        replace: '            if (use_ref) {\n                llamux_det_flash_attn(params, dst, ir0, ir1);\n            } else if (use_tiled) {\n#ifdef LLAMUX_FA_TILED_KT\n',
       },
     ],
   },

@@ -36,7 +36,7 @@ describe('llama.cpp patches', () => {
     applyLlamaCppPatches(dir);
     for (const p of patches) {
       const patched = readFileSync(join(dir, p.file), 'utf8');
-      // an edit is in the tree, unless a later patch rewrites part of it (det-fa-order's loop)
+      // an edit is in the tree, unless a later patch rewrites part of it (det-fa-fixed's dispatch)
       const later = patches.slice(patches.indexOf(p) + 1).filter((q) => q.file === p.file).flatMap((q) => q.edits);
       for (const e of p.edits) if (!later.some((l) => e.replace.includes(l.find))) expect(patched).toContain(e.replace);
       // deps/llama.cpp (what the addon was built from) is the same text
