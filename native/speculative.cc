@@ -26,11 +26,10 @@ void NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint3
 }
 
 namespace {
-// Evidence weight kept per verification (about the last 20 count: fewer made one unlucky
-// verification stop a good request's drafting) and per tick without one (half of it gone
-// after ~35 ticks).
-constexpr double kVerifyDecay = 0.95;
-constexpr double kIdleDecay = 0.98;
+// Evidence weight kept per verification (about the last 7 count) and per tick without one
+// (half of it gone after ~14 ticks).
+constexpr double kVerifyDecay = 0.85;
+constexpr double kIdleDecay = 0.95;
 // Steps of up to this many rows fit the cost line (long prompt chunks are compute-bound and
 // cost more per row than a verification's few rows do).
 constexpr int32_t kFitRows = CostModel::kMaxRows;

@@ -61,11 +61,11 @@ describe('speculative: the adaptive draft length', () => {
   });
 
   it('stops after misses and tries again after a while; eight sequences need better drafts than one', () => {
-    const misses = Array(30).fill([2, 0]) as Array<[number, number]>;
+    const misses = Array(12).fill([2, 0]) as Array<[number, number]>;
     const bad = length({ steps: cheapRows, verifications: misses, maxLen: 12 });
     expect(bad.acceptance).toBeLessThan(0.03);
     expect(bad.length).toBe(0);
-    const later = length({ steps: cheapRows, verifications: misses, idleTicks: 120, maxLen: 12 });
+    const later = length({ steps: cheapRows, verifications: misses, idleTicks: 40, maxLen: 12 });
     expect(later.acceptance).toBeGreaterThan(0.2);
     expect(later.length).toBeGreaterThanOrEqual(1);
     expect(later.length).toBeLessThanOrEqual(3);
