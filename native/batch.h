@@ -24,8 +24,6 @@ class Batch {
   const std::vector<Request *> &Members() const { return members_; }
   // Whether this tick's batch carries drafts (speculative decoding).
   bool HasDrafts() const { return drafts_; }
-  // Rows (tokens) in this tick's batch.
-  int32_t Rows() const { return batch_.n_tokens; }
 
   // llama_decode: 0 ok, 1 no room in the KV cache, 2 aborted, other values failed
   // (-100: llama.cpp threw).

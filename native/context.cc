@@ -96,7 +96,6 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
     }
     if (cfg.spec.mode == 2 && cfg.spec.draftModel == nullptr) throw Napi::TypeError::New(env, "speculative \"draft\" needs draftModel");
     cfg.spec.draftMax = static_cast<uint32_t>(RequireInt(env, o, "specDraftMax"));
-    cfg.spec.adaptive = RequireBool(env, o, "specAdaptive");
     cfg.spec.ngramMin = static_cast<uint32_t>(RequireInt(env, o, "specNgramMin"));
     cfg.spec.ngramMax = static_cast<uint32_t>(RequireInt(env, o, "specNgramMax"));
     cfg.spec.maxSequences = static_cast<uint32_t>(RequireInt(env, o, "specMaxSequences"));

@@ -19,12 +19,6 @@ void Scheduler::PlanDrafts() {
   }
   allowed = allowed && decoders <= cfg_.spec.maxSequences;
   size_t budget = cfg_.spec.tickBudget;
-  // Each request's draft is as long as pays for its rows (spec::BestLength): what the tick
-  // yields and costs so far, the measured cost of a row (and of making a draft token), and the
-  // request's measured acceptance.
-  const spec::CostModel &cost = spec_.cost;
-  double tickTokens = std::max<uint32_t>(1, decoders);
-  int32_t tickRows = static_cast<int32_t>(std::max<uint32_t>(1, decoders));
   std::vector<Request *> modelDrafts;  // mode "draft": drafted together below
   std::vector<size_t> modelLens;
   for (auto &rp : active_) {
@@ -34,7 +28,12 @@ void Scheduler::PlanDrafts() {
         r.tokens.size() - r.nPast != 1) {
       continue;
     }
-    size_t maxLen = std::min<size_t>(cfg_.spec.draftMax, budget);
+    if (r.spec.skip > 0) {
+      r.spec.skip--;
+      continue;
+    }
+    if (r.spec.length == 0) r.spec.length = std::min(cfg_.spec.draftMax, spec::kFirstDraft);
+    size_t maxLen = std::min<size_t>(r.spec.length, budget);
     // k drafts yield up to k + 1 tokens: never past maxTokens or the sequence's context.
     if (r.p->maxTokens >= 0) {
       int32_t left = r.p->maxTokens - r.nGenerated - 1;
@@ -42,18 +41,7 @@ void Scheduler::PlanDrafts() {
     }
     size_t ctxLeft = sequenceContextSize_ > r.nPast + 2 ? sequenceContextSize_ - r.nPast - 2 : 0;
     maxLen = std::min(maxLen, ctxLeft);
-    const double acceptance = spec::Acceptance(r.spec);
-    if (cfg_.spec.adaptive) maxLen = spec::BestLength(acceptance, maxLen, tickTokens, tickRows, 0.0, cost);
-    if (maxLen == 0) {
-      spec::Forget(r.spec);
-      continue;
-    }
-    {
-      double gain = 0, ak = 1;
-      for (size_t k = 0; k < maxLen; k++) gain += (ak *= acceptance);
-      tickTokens += gain;
-      tickRows += static_cast<int32_t>(maxLen);
-    }
+    if (maxLen == 0) continue;
     if (draft_) {
       modelDrafts.push_back(&r);
       modelLens.push_back(maxLen);
@@ -61,17 +49,13 @@ void Scheduler::PlanDrafts() {
       continue;
     }
     spec::NgramDraft(r.tokens, cfg_.spec.ngramMin, cfg_.spec.ngramMax, maxLen, &r.spec.draft);
-    if (r.spec.draft.empty()) spec::Forget(r.spec);  // nothing to look up: no evidence either
-    tickRows -= static_cast<int32_t>(maxLen - r.spec.draft.size());  // (a shorter match)
     // A draft token a grammar refuses cannot be sampled: the draft stops before it (the
     // grammars already took the pending token when it was sampled or forced).
     r.spec.draft.resize(r.sampler.GrammarPrefix(r.spec.draft.data(), r.spec.draft.size()));
     budget -= r.spec.draft.size();
   }
   if (!modelDrafts.empty()) {
-    Clock::time_point started = Clock::now();
     draft_->Draft(modelDrafts, modelLens);
-    spec_.cost.ObserveDraft(*std::max_element(modelLens.begin(), modelLens.end()), MsBetween(started, Clock::now()));
     for (Request *r : modelDrafts) r->spec.draft.resize(r->sampler.GrammarPrefix(r->spec.draft.data(), r->spec.draft.size()));
   }
 }
@@ -93,7 +77,7 @@ void Scheduler::VerifyDraft(Request &r) {
   // rejected cells leave before the request can end, so its sequence mirrors what it kept.
   r.seq->AcceptDraft(draft.data(), accepted);
   r.nPast = r.seq->Size();  // 0 when the memory could not drop them: recomputed from the prompt
-  spec::Update(r.spec, k, accepted);
+  spec::Update(r.spec, cfg_.spec, k, accepted);
   r.stats.draftedTokens += static_cast<int32_t>(k);
   r.stats.acceptedTokens += static_cast<int32_t>(accepted);
   counters_.specVerifications++;

@@ -291,14 +291,12 @@ void Scheduler::DecodeBatch() {
     }
     if (closing_) abortNow_.store(true);
   }
-  Clock::time_point started = Clock::now();
   int32_t ret = batch_->Decode();
   {
     std::lock_guard<std::mutex> lk(mu_);
     inBatch_.clear();
   }
   Clock::time_point now = Clock::now();
-  if (ret == 0 && spec_.on) spec_.cost.ObserveStep(batch_->Rows(), MsBetween(started, now));
   if (ret == 0) {
     batch_->Commit();  // every member's fed tokens are in its sequence's KV
     for (Request *rp : batch_->Members()) {

@@ -156,7 +156,6 @@ class Scheduler {
     bool on = false;           // the context speculates (mode set and the memory can drop drafts)
     std::string off;           // why it does not, when the mode asked for it
     bool noDraftTick = false;  // the last batch found no room with drafts: one tick without
-      spec::CostModel cost;      // what a step's rows and a draft token cost here (measured)
   } spec_;
   std::unique_ptr<DraftModel> draft_;  // mode "draft" (destroyed before ctx_: declared later, freed first)
 

@@ -6,7 +6,6 @@
 #include "model.h"
 #include "napi_util.h"
 #include "reuse_planner.h"
-#include "speculative.h"
 #include "tokenizer.h"
 
 namespace llamux::testing {
@@ -147,41 +146,6 @@ Napi::Value TokenizeHook(const Napi::CallbackInfo &info, bool raw) {
   return arr;
 }
 
-// speculativeLength({ steps: [[rows, ms]...], draftMs: [[positions, ms]...], verifications:
-// [[drafted, accepted]...], idleTicks, maxLen, tokens }): the cost line fitted to the steps, the
-// acceptance after the verifications and idle ticks, and the draft length chosen for a tick
-// yielding `tokens` (spec::CostModel, spec::BestLength as PlanDrafts uses them).
-Napi::Value SpeculativeLengthHook(const Napi::CallbackInfo &info) {
-  Napi::Env env = info.Env();
-  Napi::Object o = info[0].As<Napi::Object>();
-  auto pairs = [&](const char *key) {
-    std::vector<std::pair<double, double>> out;
-    if (!o.Has(key)) return out;
-    Napi::Array a = o.Get(key).As<Napi::Array>();
-    for (uint32_t i = 0; i < a.Length(); i++) {
-      Napi::Array p = a.Get(i).As<Napi::Array>();
-      out.emplace_back(p.Get(0u).As<Napi::Number>().DoubleValue(), p.Get(1u).As<Napi::Number>().DoubleValue());
-    }
-    return out;
-  };
-  spec::CostModel cost;
-  for (auto [rows, ms] : pairs("steps")) cost.ObserveStep(static_cast<int32_t>(rows), ms);
-  for (auto [n, ms] : pairs("draftMs")) cost.ObserveDraft(static_cast<size_t>(n), ms);
-  SpecState s;
-  for (auto [drafted, accepted] : pairs("verifications")) spec::Update(s, static_cast<size_t>(drafted), static_cast<size_t>(accepted));
-  int64_t idle = o.Has("idleTicks") ? o.Get("idleTicks").As<Napi::Number>().Int64Value() : 0;
-  for (int64_t i = 0; i < idle; i++) spec::Forget(s);
-  double tokens = o.Has("tokens") ? o.Get("tokens").As<Napi::Number>().DoubleValue() : 1;
-  size_t maxLen = static_cast<size_t>(o.Get("maxLen").As<Napi::Number>().Int64Value());
-  Napi::Object r = Napi::Object::New(env);
-  r.Set("fixed", cost.Fixed());
-  r.Set("perRow", cost.PerRow());
-  r.Set("perDraftToken", cost.PerDraftToken());
-  r.Set("acceptance", spec::Acceptance(s));
-  r.Set("length", static_cast<double>(spec::BestLength(spec::Acceptance(s), maxLen, tokens, static_cast<int32_t>(tokens), 0.0, cost)));
-  return r;
-}
-
 }  // namespace
 
 void Init(Napi::Env env, Napi::Object exports) {
@@ -191,7 +155,6 @@ void Init(Napi::Env env, Napi::Object exports) {
   testing.Set("grammarAccepts", Napi::Function::New(env, GrammarAcceptsHook, "grammarAccepts"));
   testing.Set("tokenizeRaw", Napi::Function::New(env, [](const Napi::CallbackInfo &i) { return TokenizeHook(i, true); }, "tokenizeRaw"));
   testing.Set("tokenizeBounded", Napi::Function::New(env, [](const Napi::CallbackInfo &i) { return TokenizeHook(i, false); }, "tokenizeBounded"));
-  testing.Set("speculativeLength", Napi::Function::New(env, SpeculativeLengthHook, "speculativeLength"));
   InitAttentionCheck(testing);
   InitLogitsTap(testing);
   exports.Set("testing", testing);

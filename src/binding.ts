@@ -120,8 +120,6 @@ export interface NativeContextOptions {
   /** mode 'draft': the draft model (same vocabulary); null otherwise. */
   draftModel: NativeModel | null;
   specDraftMax: number;
-  /** Draft lengths from measured costs and acceptance (else draftMax every step). */
-  specAdaptive: boolean;
   specNgramMin: number;
   specNgramMax: number;
   /** No drafting while more sequences than this decode. */
@@ -221,16 +219,6 @@ export interface NativeBinding {
     /** ggml's CPU flash attention on random data: its largest absolute error against exact
      * attention, as dispatched (`kernel`) and with ggml's reference kernel (`reference`). */
     flashAttentionCheck(shape: FlashAttentionShape): { kernel: number; reference: number; magnitude: number };
-    /** Issue 27: the adaptive draft length (native/speculative.h) from given step timings,
-     * draft timings and verifications. */
-    speculativeLength(input: {
-      steps?: Array<[rows: number, ms: number]>;
-      draftMs?: Array<[positions: number, ms: number]>;
-      verifications?: Array<[drafted: number, accepted: number]>;
-      idleTicks?: number;
-      maxLen: number;
-      tokens?: number;
-    }): { fixed: number; perRow: number; perDraftToken: number; acceptance: number; length: number };
   };
   shutdownAll(): void;
   /** Raises the calling thread's nice value (Linux); false where it cannot. */

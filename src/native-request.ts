@@ -338,7 +338,6 @@ export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarke
     speculative: opts.speculative ? opts.speculative.mode : 'off',
     draftModel: (opts.speculative?.model?.nativeHandle() as NativeContextOptions['draftModel'] | undefined) ?? null,
     specDraftMax: opts.speculative?.draftMax ?? 0,
-    specAdaptive: opts.speculative?.adaptive ?? true,
     specNgramMin: opts.speculative?.ngramMin ?? 1,
     specNgramMax: opts.speculative?.ngramMax ?? 1,
     specMaxSequences: opts.speculative?.maxSequences ?? 0,

@@ -116,13 +116,6 @@ export const SpeculativeOptionsSchema = z
       .optional(),
     /** Draft tokens per verification at most; the length adapts to acceptance below it. */
     draftMax: z.number().int().min(1).max(64).default(12),
-    /**
-     * true: each draft is as long as pays for its rows, from this context's measured step costs
-     * and the request's measured acceptance (none where verifying costs more than it saves);
-     * false: every decoding request drafts up to draftMax every step (tests, fixed-setting
-     * benchmarks).
-     */
-    adaptive: z.boolean().default(true),
     /** Shortest suffix of the text looked up earlier in the prompt and output. */
     ngramMin: z.number().int().min(1).max(16).default(2),
     /** Longest suffix looked up (longer matches win). */

@@ -44,7 +44,7 @@ describe.each([true, false])('speculative (n-gram) beside no speculation, determ
   it(`${PROMPTS} prompts, 48 greedy tokens each: same tokens and log-probabilities`, async () => {
     const base = { threads: 2, batchThreads: 2, contextSize: 2048, toolCallMarkers: false, prefixCache: false, deterministic } as const;
     const plain = await model.createContext({ ...base, speculative: false });
-    const spec = await model.createContext({ ...base, speculative: { mode: 'ngram', adaptive: false } });
+    const spec = await model.createContext({ ...base, speculative: 'ngram' });
     try {
       const bias = Object.fromEntries(model.vocab.eogTokens.map((t) => [String(t), -Infinity]));
       const o = { maxTokens: 48, temperature: 0, emitTokenIds: true, logprobs: 3, logitBias: bias } as const;

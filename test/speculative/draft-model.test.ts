@@ -54,7 +54,7 @@ describe('speculative: a draft model', () => {
   it('a draft that agrees everywhere: the script, nearly every token accepted', async () => {
     const s = script('long-script');
     const draft = await draftModel('long-script', []);
-    const ctx = await target.createContext({ ...ONE_THREAD, contextSize: 2048, toolCallMarkers: false, speculative: { mode: 'draft', model: draft, adaptive: false } });
+    const ctx = await target.createContext({ ...ONE_THREAD, contextSize: 2048, toolCallMarkers: false, speculative: { mode: 'draft', model: draft } });
     try {
       expect(ctx.settings.speculative).toBe('draft');
       const r = await ctx.complete({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true });
@@ -70,7 +70,7 @@ describe('speculative: a draft model', () => {
   it('long prompts on 2 sequences (the draft context prefills in several batches): every draft of a faithful draft model is right', async () => {
     const s = script('long-script');
     const draft = await draftModel('long-script', []);
-    const ctx = await target.createContext({ ...ONE_THREAD, contextSize: 4096, sequences: 2, toolCallMarkers: false, speculative: { mode: 'draft', model: draft, adaptive: false } });
+    const ctx = await target.createContext({ ...ONE_THREAD, contextSize: 4096, sequences: 2, toolCallMarkers: false, speculative: { mode: 'draft', model: draft } });
     try {
       // 700 prompt tokens each (more than the draft context's 512-token batch), different tails
       const long = (k: number): number[] => [...s.promptTokens, ...s.greedy, ...s.greedy, ...s.greedy.slice(0, 100 + k), ...s.promptTokens.slice(1)];
@@ -92,7 +92,7 @@ describe('speculative: a draft model', () => {
     const swaps: Array<[number, number]> = [];
     for (let i = 5; i + 20 < g.length && swaps.length < 30; i += 10) swaps.push([g[i]!, g[i + 20]!]);
     const draft = await draftModel('long-script', swaps);
-    const ctx = await target.createContext({ ...ONE_THREAD, contextSize: 4096, sequences: 2, toolCallMarkers: false, speculative: { mode: 'draft', model: draft, adaptive: false } });
+    const ctx = await target.createContext({ ...ONE_THREAD, contextSize: 4096, sequences: 2, toolCallMarkers: false, speculative: { mode: 'draft', model: draft } });
     try {
       const [a, b] = await Promise.all([
         ctx.complete({ prompt: [...s.promptTokens], temperature: 0, emitTokenIds: true }),
@@ -120,7 +120,7 @@ describe('speculative: a draft model', () => {
     const draft = await draftModel('near-tie', []);
     try {
       const plain = await t.createContext({ ...ONE_THREAD, contextSize: 1024, toolCallMarkers: false });
-      const spec = await t.createContext({ ...ONE_THREAD, contextSize: 1024, toolCallMarkers: false, speculative: { mode: 'draft', model: draft, adaptive: false } });
+      const spec = await t.createContext({ ...ONE_THREAD, contextSize: 1024, toolCallMarkers: false, speculative: { mode: 'draft', model: draft } });
       const texts = new Set<string>();
       for (let seed = 1; seed <= 12; seed++) {
         const a = await plain.complete({ prompt: [...s.promptTokens], ...EXACT, seed, emitTokenIds: true });

@@ -28,7 +28,7 @@ afterAll(async () => {
 
 async function context(name: TestModelName, spec: boolean, extra: ContextOptions = {}): Promise<Context> {
   const m = await model(name);
-  return m.createContext({ ...ONE_THREAD, contextSize: 4096, toolCallMarkers: false, speculative: spec ? { mode: 'ngram', adaptive: false } : false, ...extra });
+  return m.createContext({ ...ONE_THREAD, contextSize: 4096, toolCallMarkers: false, speculative: spec ? 'ngram' : false, ...extra });
 }
 
 /** The script's prompt, its greedy output, then the prompt again (BOS once): the output copies text already in the prompt. */
@@ -188,7 +188,7 @@ describe('speculative: n-gram drafts on scripted models (greedy)', () => {
   it('concurrent sequences, some opted out, each give their own output', async () => {
     const s = script('long-script');
     const prompt = copying('long-script');
-    const ctx = await context('long-script', true, { sequences: 4, speculative: { mode: 'ngram', maxSequences: 4, adaptive: false } });
+    const ctx = await context('long-script', true, { sequences: 4, speculative: { mode: 'ngram', maxSequences: 4 } });
     try {
       const runs = await Promise.all([
         ctx.complete({ prompt, temperature: 0, emitTokenIds: true }),
@@ -210,7 +210,7 @@ describe('speculative: n-gram drafts on scripted models (greedy)', () => {
   it('more decoding sequences than maxSequences: no drafts', async () => {
     const s = script('long-script');
     const prompt = copying('long-script');
-    const ctx = await context('long-script', true, { sequences: 2, speculative: { mode: 'ngram', maxSequences: 1, adaptive: false } });
+    const ctx = await context('long-script', true, { sequences: 2, speculative: { mode: 'ngram', maxSequences: 1 } });
     try {
       // A long plain request decodes first; the second one starts beside it, so two sequences
       // decode on every tick of the second one.
@@ -329,7 +329,7 @@ describe('speculative: reasoning spans', () => {
       // the previous turn's reasoning and answer in the prompt: drafts for both
       const prompt = `${QWEN_THINK_PROMPT}${QWEN_REASONING}</think>${QWEN_ANSWER}<|im_end|>\n${QWEN_THINK_PROMPT}`;
       const plain = await m.createContext({ ...ONE_THREAD, contextSize: 2048, speculative: false });
-      const spec = await m.createContext({ ...ONE_THREAD, contextSize: 2048, speculative: { mode: 'ngram', adaptive: false } });
+      const spec = await m.createContext({ ...ONE_THREAD, contextSize: 2048, speculative: 'ngram' });
       try {
         for (const budget of [undefined, 2, 0]) {
           const o = { prompt, parseSpecial: true, temperature: 0, emitTokenIds: true, ...(budget !== undefined ? { reasoningBudget: budget } : {}) };

@@ -20,7 +20,7 @@ describe('llamux server with speculative: ngram', () => {
 
   beforeAll(async () => {
     model = await loadModel((await ensureChatModels()).demo);
-    server = await createServer({ model, port: 0, ctx: 4096, parallel: 1, threads: 1, speculative: { mode: 'ngram', adaptive: false } });
+    server = await createServer({ model, port: 0, ctx: 4096, parallel: 1, threads: 1, speculative: 'ngram' });
   });
   afterAll(async () => {
     await server?.close();
