@@ -47,12 +47,13 @@ namespace spec {
 void NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint32_t ngramMax, size_t maxLen,
                 std::vector<llama_token> *out);
 
-// After a verification of `drafted` tokens of which `accepted` were kept: the next length
-// (doubles after a full acceptance, shrinks to what was accepted plus one otherwise) and,
-// after a draft that kept less than half, an exponential pause (so a workload that never
-// agrees costs about one short verification every 32 tokens). A request's first draft is at
-// most kFirstDraft long: a long draft that misses costs a long verification.
-constexpr uint32_t kFirstDraft = 4;
+// After a verification of `drafted` tokens of which `accepted` were kept: the next length (one
+// tile of kTileRows verified rows more after a full acceptance, back to one tile otherwise:
+// speculative.cc says why) and, after a draft that kept less than half, an exponential pause
+// (so a workload that never agrees costs about one short verification every 32 tokens). A
+// request's first draft fills one tile: a long draft that misses costs a long verification.
+constexpr uint32_t kTileRows = 4;
+constexpr uint32_t kFirstDraft = kTileRows - 1;
 void Update(SpecState &s, const SpecConfig &cfg, size_t drafted, size_t accepted);
 
 }  // namespace spec
