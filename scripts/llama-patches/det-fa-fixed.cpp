@@ -202,12 +202,13 @@ static void llamux_det_flash_attn(const ggml_compute_params * params, ggml_tenso
     static thread_local std::vector<float>   t_vmax;   // per cell max |v| (V types other than F16)
     static thread_local std::vector<float>   t_v;      // a block of V rows in F32
     static thread_local std::vector<int64_t> t_acc;    // T x DV fixed-point sums
-    static thread_local std::vector<float>   t_k;      // one K row in F32
     t_q.resize(T*q_row);
-    t_k.resize(DK);
     char * const qd = t_q.data();
+#if !defined(LLAMUX_DET_F16_LOADS)
+    static thread_local std::vector<float>   t_k;      // one F16 K row in F32 (no F16 vector loads)
+    t_k.resize(DK);
     float * const kd = t_k.data();
-    (void) kd; // (used where F16 rows are converted first)
+#endif
     const bool k_f32 = (k->type == GGML_TYPE_F16 || k->type == GGML_TYPE_F32) && q->type == GGML_TYPE_F32;
     t_acc.resize(T*DV);
 
