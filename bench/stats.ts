@@ -30,6 +30,11 @@ export function fmtSpread(s: Spread, digits = 1): string {
   return s.runs.length > 1 ? `${f(s.median)} (${f(s.min)}–${f(s.max)})` : f(s.median);
 }
 
+/** Median of the run-by-run ratios a/b, "0.98x": systems that took turns run by run, so a slow spell of a noisy host weighs on both sides of each ratio. */
+export function pairedRatio(a: Spread, b: Spread): string {
+  return `${spread(a.runs.map((v, i) => v / b.runs[i]!)).median.toFixed(2)}x`;
+}
+
 /** Ratio of two medians, "0.98x". */
 export function ratio(a: Spread, b: Spread): string {
   return `${(a.median / b.median).toFixed(2)}x`;

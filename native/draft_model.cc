@@ -106,8 +106,12 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
     for (Request *r : reqs) r->spec.draft.clear();
   };
   // All but each request's last token, in chunks; then the last tokens together, with logits
-  // (logits belong to the last decode only, so they must all come from one batch).
-  while (true) {
+  // (logits belong to the last decode only, so they must all come from one batch). Usually the
+  // catch-up (the tokens accepted since the last draft) fits beside the last tokens: one decode.
+  size_t pending = 0;
+  for (size_t i = 0; i < n; i++) pending += reqs[i]->tokens.size() - fed[i];
+  const bool oneBatch = pending <= static_cast<size_t>(capacity_);
+  while (!oneBatch) {
     batch_.n_tokens = 0;
     std::vector<size_t> added(n, 0);
     for (size_t i = 0; i < n && batch_.n_tokens < capacity_; i++) {
@@ -131,13 +135,15 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
   batch_.n_tokens = 0;
   for (size_t i = 0; i < n; i++) {
     Request &r = *reqs[i];
+    Sequence &s = seqs_[static_cast<size_t>(r.seq->Id())];
+    for (size_t pos = fed[i]; pos + 1 < r.tokens.size(); pos++) Add(s, r.tokens[pos], pos, false);
     logitIdx[i] = static_cast<size_t>(batch_.n_tokens);
-    Add(seqs_[static_cast<size_t>(r.seq->Id())], r.tokens.back(), r.tokens.size() - 1, true);
+    Add(s, r.tokens.back(), r.tokens.size() - 1, true);
   }
   if (!Decode()) return fail();
   for (size_t i = 0; i < n; i++) {
     Request &r = *reqs[i];
-    seqs_[static_cast<size_t>(r.seq->Id())].Append(&r.tokens.back(), 1);
+    seqs_[static_cast<size_t>(r.seq->Id())].Append(r.tokens.data() + fed[i], r.tokens.size() - fed[i]);
   }
   // 2) Greedy steps for every request at once; a request stops at its length or an EOG token.
   const int32_t nVocab = llama_vocab_n_tokens(vocab_);

@@ -11,13 +11,17 @@ void Scheduler::PlanDrafts() {
   if (!spec_.on) return;
   bool allowed = !spec_.noDraftTick;
   spec_.noDraftTick = false;
-  // A batch with many decoding sequences is compute-bound already: drafts would slow it.
+  // A batch with many decoding sequences, or with prompt tokens, is compute-bound already: every
+  // draft row would cost what a prompt row costs, more than the plain steps it may save.
   uint32_t decoders = 0;
+  bool prefilling = false;
   for (auto &rp : active_) {
     const Request &r = *rp;
-    if (!r.done && !r.paused && r.seq != nullptr && r.nGenerated > 0 && r.tokens.size() - r.nPast == 1) decoders++;
+    if (r.done || r.paused || r.seq == nullptr) continue;
+    if (r.nGenerated > 0 && r.tokens.size() - r.nPast == 1) decoders++;
+    if (r.tokens.size() - r.nPast > 1) prefilling = true;
   }
-  allowed = allowed && decoders <= cfg_.spec.maxSequences;
+  allowed = allowed && !prefilling && decoders <= cfg_.spec.maxSequences;
   size_t budget = cfg_.spec.tickBudget;
   std::vector<Request *> modelDrafts;  // mode "draft": drafted together below
   std::vector<size_t> modelLens;
@@ -28,12 +32,20 @@ void Scheduler::PlanDrafts() {
         r.tokens.size() - r.nPast != 1) {
       continue;
     }
-    if (r.spec.skip > 0) {
-      r.spec.skip--;
-      continue;
+    if (!r.spec.started) spec::Start(r.spec, cfg_.spec, spec_.evidence);
+    size_t maxLen;
+    const bool midPause = r.spec.skip > 0;
+    if (midPause) {
+      // Paused, but the text may repeat a long stretch of the history (an n-gram of ngramMax
+      // tokens, looked up below): a probe, as copied spans start in the middle of fresh text.
+      if (draft_ || cfg_.spec.ngramMax < 3) {
+        r.spec.skip--;
+        continue;
+      }
+      maxLen = std::min<size_t>(std::min(cfg_.spec.draftMax, spec::kFirstDraft), budget);
+    } else {
+      maxLen = std::min<size_t>(spec::Decide(r.spec, cfg_.spec), budget);
     }
-    if (r.spec.length == 0) r.spec.length = std::min(cfg_.spec.draftMax, spec::kFirstDraft);
-    size_t maxLen = std::min<size_t>(r.spec.length, budget);
     // k drafts yield up to k + 1 tokens: never past maxTokens or the sequence's context.
     if (r.p->maxTokens >= 0) {
       int32_t left = r.p->maxTokens - r.nGenerated - 1;
@@ -41,14 +53,18 @@ void Scheduler::PlanDrafts() {
     }
     size_t ctxLeft = sequenceContextSize_ > r.nPast + 2 ? sequenceContextSize_ - r.nPast - 2 : 0;
     maxLen = std::min(maxLen, ctxLeft);
-    if (maxLen == 0) continue;
+    if (maxLen == 0) {
+      if (midPause) r.spec.skip--;
+      continue;
+    }
     if (draft_) {
       modelDrafts.push_back(&r);
       modelLens.push_back(maxLen);
       budget -= maxLen;
       continue;
     }
-    spec::NgramDraft(r.tokens, cfg_.spec.ngramMin, cfg_.spec.ngramMax, maxLen, &r.spec.draft);
+    spec::NgramDraft(r.tokens, midPause ? cfg_.spec.ngramMax : cfg_.spec.ngramMin, cfg_.spec.ngramMax, maxLen, &r.spec.draft);
+    if (midPause && r.spec.draft.empty()) r.spec.skip--;  // no probe: the pause goes on
     // A draft token a grammar refuses cannot be sampled: the draft stops before it (the
     // grammars already took the pending token when it was sampled or forced).
     r.spec.draft.resize(r.sampler.GrammarPrefix(r.spec.draft.data(), r.spec.draft.size()));
@@ -77,7 +93,7 @@ void Scheduler::VerifyDraft(Request &r) {
   // rejected cells leave before the request can end, so its sequence mirrors what it kept.
   r.seq->AcceptDraft(draft.data(), accepted);
   r.nPast = r.seq->Size();  // 0 when the memory could not drop them: recomputed from the prompt
-  spec::Update(r.spec, cfg_.spec, k, accepted);
+  spec::Update(r.spec, cfg_.spec, spec_.evidence, k, accepted);
   r.stats.draftedTokens += static_cast<int32_t>(k);
   r.stats.acceptedTokens += static_cast<int32_t>(accepted);
   counters_.specVerifications++;

@@ -387,6 +387,7 @@ void Scheduler::Run() {
     bool idle = !runnable && !progressed && !diskWaits;
     if (idle || !runnable) output_.FlushEvents(active_, true);
     if (!runnable) WriteDirtyStates();
+    if (idle) pools_.Pause();  // before blocking: idle workers must not spin beside other contexts
     DrainCommands(idle);
     {
       std::lock_guard<std::mutex> lk(mu_);

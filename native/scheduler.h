@@ -156,6 +156,7 @@ class Scheduler {
     bool on = false;           // the context speculates (mode set and the memory can drop drafts)
     std::string off;           // why it does not, when the mode asked for it
     bool noDraftTick = false;  // the last batch found no room with drafts: one tick without
+    SpecEvidence evidence;     // how the context's drafts fared (a new request's first estimate)
   } spec_;
   std::unique_ptr<DraftModel> draft_;  // mode "draft" (destroyed before ctx_: declared later, freed first)
 

@@ -1,15 +1,16 @@
 #include "speculative.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace llamux {
 namespace spec {
 
-void NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint32_t ngramMax, size_t maxLen,
-                std::vector<llama_token> *out) {
+uint32_t NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint32_t ngramMax, size_t maxLen,
+                    std::vector<llama_token> *out) {
   out->clear();
   const size_t size = tokens.size();
-  if (maxLen == 0 || ngramMin == 0 || size < 2) return;
+  if (maxLen == 0 || ngramMin == 0 || size < 2) return 0;
   for (size_t n = std::min<size_t>(ngramMax, size - 1); n >= ngramMin && n >= 1; n--) {
     if (size < n + 1) continue;
     const llama_token *key = tokens.data() + size - n;
@@ -19,33 +20,90 @@ void NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint3
       size_t from = start + n;  // < size: start < size - n
       size_t len = std::min(maxLen, size - from);
       out->assign(tokens.begin() + static_cast<long>(from), tokens.begin() + static_cast<long>(from + len));
-      return;
+      return static_cast<uint32_t>(n);
     }
     if (n == 1) break;
   }
+  return 0;
 }
 
-void Update(SpecState &s, const SpecConfig &cfg, size_t drafted, size_t accepted) {
+// A prior of 2 accepted tokens and 1 miss (agreement 2/3): a request with no evidence drafts
+// one tile, and two early misses are enough to pause it.
+static constexpr double kPriorAccepted = 2.0;
+static constexpr double kPriorMisses = 1.0;
+// Evidence fades by these factors per verification: a request follows its text's changes
+// (fresh text, then a copied span) within a few verifications; a context keeps a longer memory.
+static constexpr double kRequestDecay = 0.8;
+static constexpr double kContextDecay = 0.95;
+// A new request takes at most this much of its context's evidence (in tokens and misses).
+static constexpr double kContextWeight = 6.0;
+// Drafting's own cost per draft token, in decode steps (the lookup, a draft model's step).
+static constexpr double kDraftTokenCost = 0.02;
+
+double Agreement(const SpecEvidence &e) {
+  return (e.accepted + kPriorAccepted) / (e.accepted + e.misses + kPriorAccepted + kPriorMisses);
+}
+
+uint32_t BestLength(double p, uint32_t draftMax) {
   // Lengths fill the CPU matrix kernels' tiles of 4 activation rows (the pending token and 3, 7,
   // 11 ... drafts): on x86 llamafile's sgemm computes a 5-row verification as a 4-row tile and a
-  // 1-row one, and a tile's rows cost little more than one row while the next tile costs nearly a
-  // step (bench speculative: 1-row step 7.4 ms, 2-4 rows 12.4 ms, 5-8 rows ~21 ms, 13 rows ~36 ms
-  // on the scripted 170 M target, 2 threads). A full acceptance grows the draft by one tile; a
-  // partial one goes back to one tile.
-  if (accepted == drafted) {
-    s.length = std::min<uint32_t>(cfg.draftMax, s.length + kTileRows);
-    s.backoff = 0;
-    return;
+  // 1-row one, and a tile's rows cost little more than one row while the next tile costs nearly
+  // a step (bench speculative: 1-row step 6.4 ms, 2-4 rows 11.9 ms, 5-8 rows 18.2 ms, 9-12 rows
+  // 24.5 ms on the scripted 170 M target, 2 threads). A draft of k tokens at per-token agreement
+  // p yields (1 - p^(k+1)) / (1 - p) tokens; the best length is the one with the most tokens per
+  // cost, and none when a plain step (1 token per step) does better.
+  double best = 1.0;
+  uint32_t bestLen = 0;
+  for (uint32_t k = std::min(kFirstDraft, draftMax); k >= 1 && k <= draftMax;) {
+    double tokens = p >= 1.0 ? k + 1.0 : (1.0 - std::pow(p, k + 1)) / (1.0 - p);
+    double cost = 1.0 + kTileCost * std::ceil((k + 1) / static_cast<double>(kTileRows)) + kDraftTokenCost * k;
+    if (tokens / cost > best * 1.01) {
+      best = tokens / cost;
+      bestLen = k;
+    }
+    if (k == draftMax) break;
+    k = std::min(draftMax, k + kTileRows);
   }
-  s.length = std::min<uint32_t>(cfg.draftMax, kFirstDraft);
-  // Less than half of the draft kept: drafts here mostly miss, and a verified row costs more
-  // than the token it may save (a chance match of 1 in 3 used to reset the pause, so text that
-  // merely resembles the prompt verified almost every tick: 0.70x at 0 % agreement).
-  if (accepted * 2 < drafted) {
-    s.backoff = std::min<uint32_t>(32, s.backoff == 0 ? 1 : s.backoff * 2);
+  return bestLen;
+}
+
+void Start(SpecState &s, const SpecConfig &cfg, const SpecEvidence &context) {
+  s.started = true;
+  double weight = context.accepted + context.misses;
+  double scale = weight > kContextWeight ? kContextWeight / weight : 1.0;
+  s.evidence = {context.accepted * scale, context.misses * scale};
+  // A context whose drafts mostly missed: the request starts paused, and probes after it.
+  if (BestLength(Agreement(s.evidence), cfg.draftMax) == 0) {
+    s.backoff = 16;
     s.skip = s.backoff;
-  } else {
+  }
+}
+
+uint32_t Decide(SpecState &s, const SpecConfig &cfg) {
+  if (s.backoff > 0) return std::min(cfg.draftMax, kFirstDraft);  // a pause ended: probe
+  uint32_t k = BestLength(Agreement(s.evidence), cfg.draftMax);
+  if (k == 0) {
+    s.backoff = 1;
+    s.skip = s.backoff;
+  }
+  return k;
+}
+
+void Update(SpecState &s, const SpecConfig &cfg, SpecEvidence &context, size_t drafted, size_t accepted) {
+  const double miss = accepted < drafted ? 1.0 : 0.0;
+  s.evidence.accepted = s.evidence.accepted * kRequestDecay + static_cast<double>(accepted);
+  s.evidence.misses = s.evidence.misses * kRequestDecay + miss;
+  context.accepted = context.accepted * kContextDecay + static_cast<double>(accepted);
+  context.misses = context.misses * kContextDecay + miss;
+  if (s.backoff == 0) return;
+  // Paused (this was a probe): drafting resumes when the evidence says it pays; otherwise a
+  // scheduled probe doubles the pause (a probe on a strong n-gram match mid-pause leaves it).
+  if (BestLength(Agreement(s.evidence), cfg.draftMax) > 0) {
     s.backoff = 0;
+    s.skip = 0;
+  } else if (s.skip == 0) {
+    s.backoff = std::min(kMaxPause, s.backoff * 2);
+    s.skip = s.backoff;
   }
 }
 

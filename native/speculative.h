@@ -31,30 +31,59 @@ struct SpecConfig {
   uint32_t tickBudget = 0;    // draft tokens per tick, all sequences together
 };
 
+// Decayed evidence of how often drafts agree with the model: tokens accepted, and misses (a
+// verification that rejected a draft token). Its agreement estimate is the per-token chance
+// that the next draft token stands (a geometric run: accepted / (accepted + misses)), pulled
+// toward a prior while there is little evidence.
+struct SpecEvidence {
+  double accepted = 0;
+  double misses = 0;
+};
+
 // One request's speculation state (Request::spec).
 struct SpecState {
   std::vector<llama_token> draft;   // this tick's draft (verified after the decode)
-  uint32_t length = 0;              // current draft length limit (adapts to acceptance)
-  uint32_t backoff = 0;             // ticks without drafting after a fully rejected draft
-  uint32_t skip = 0;                // ticks left to skip
+  uint32_t backoff = 0;             // pause after the last decision not to draft (doubles)
+  uint32_t skip = 0;                // ticks left to pause
+  bool started = false;             // evidence taken from the context's (the first decision)
+  SpecEvidence evidence;            // this request's, seeded from the context's
 };
 
 namespace spec {
 
 // The tokens that followed the most recent earlier occurrence of the last n tokens of
 // `tokens` (n from ngramMax down to ngramMin; the longest match wins), at most `maxLen`.
-// Empty when nothing matches.
-void NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint32_t ngramMax, size_t maxLen,
-                std::vector<llama_token> *out);
+// Empty when nothing matches. Returns the n that matched (0: none).
+uint32_t NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint32_t ngramMax, size_t maxLen,
+                    std::vector<llama_token> *out);
 
-// After a verification of `drafted` tokens of which `accepted` were kept: the next length (one
-// tile of kTileRows verified rows more after a full acceptance, back to one tile otherwise:
-// speculative.cc says why) and, after a draft that kept less than half, an exponential pause
-// (so a workload that never agrees costs about one short verification every 32 tokens). A
-// request's first draft fills one tile: a long draft that misses costs a long verification.
+// Draft lengths fill the CPU matrix kernels' tiles of kTileRows verified rows (the pending token
+// and 3, 7, 11 ... drafts; speculative.cc says why). kTileCost: what each further tile costs,
+// in plain decode steps.
 constexpr uint32_t kTileRows = 4;
 constexpr uint32_t kFirstDraft = kTileRows - 1;
-void Update(SpecState &s, const SpecConfig &cfg, size_t drafted, size_t accepted);
+constexpr double kTileCost = 0.9;
+
+// The per-token agreement that `e` suggests (0..1).
+double Agreement(const SpecEvidence &e);
+
+// The draft length that yields the most tokens per unit of decode cost at agreement `p`, or 0
+// when no draft beats a plain step.
+uint32_t BestLength(double p, uint32_t draftMax);
+
+// At a request's first drafting tick: its evidence starts as the context's (scaled down, so
+// that its own verifications soon outweigh it) and a context whose drafts mostly miss starts
+// the request paused.
+void Start(SpecState &s, const SpecConfig &cfg, const SpecEvidence &context);
+
+// At a drafting tick of a request that is not paused (skip == 0): the length to draft now. 0
+// when no draft pays at the estimated agreement: the request pauses for 1, 2, 4 ... kMaxPause
+// ticks, and the tick after a pause probes with one tile (evidence can only change by drafting).
+constexpr uint32_t kMaxPause = 64;
+uint32_t Decide(SpecState &s, const SpecConfig &cfg);
+
+// After a verification of `drafted` tokens of which `accepted` were kept: both evidences.
+void Update(SpecState &s, const SpecConfig &cfg, SpecEvidence &context, size_t drafted, size_t accepted);
 
 }  // namespace spec
 }  // namespace llamux

@@ -6,6 +6,7 @@
 #include "model.h"
 #include "napi_util.h"
 #include "reuse_planner.h"
+#include "speculative.h"
 #include "tokenizer.h"
 
 namespace llamux::testing {
@@ -146,12 +147,42 @@ Napi::Value TokenizeHook(const Napi::CallbackInfo &info, bool raw) {
   return arr;
 }
 
+// speculativePolicy(draftMax, contextAccepted, contextMisses, agree[]) -> { lengths, accepted,
+// misses }: one request's draft length at each tick (0: none) when the first agree[t] tokens of
+// tick t's draft would stand; the context's evidence after it.
+Napi::Value SpeculativePolicyHook(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  SpecConfig cfg;
+  cfg.draftMax = info[0].As<Napi::Number>().Uint32Value();
+  SpecEvidence context{info[1].As<Napi::Number>().DoubleValue(), info[2].As<Napi::Number>().DoubleValue()};
+  Napi::Array agree = info[3].As<Napi::Array>();
+  SpecState s;
+  Napi::Array lengths = Napi::Array::New(env, agree.Length());
+  for (uint32_t t = 0; t < agree.Length(); t++) {
+    if (!s.started) spec::Start(s, cfg, context);
+    uint32_t k = 0;
+    if (s.skip > 0) {
+      s.skip--;
+    } else {
+      k = spec::Decide(s, cfg);
+      if (k > 0) spec::Update(s, cfg, context, k, std::min<uint32_t>(k, agree.Get(t).As<Napi::Number>().Uint32Value()));
+    }
+    lengths.Set(t, Napi::Number::New(env, k));
+  }
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("lengths", lengths);
+  out.Set("accepted", Napi::Number::New(env, context.accepted));
+  out.Set("misses", Napi::Number::New(env, context.misses));
+  return out;
+}
+
 }  // namespace
 
 void Init(Napi::Env env, Napi::Object exports) {
   Napi::Value t = exports.Get("testing");
   Napi::Object testing = t.IsObject() ? t.As<Napi::Object>() : Napi::Object::New(env);
   testing.Set("planReuse", Napi::Function::New(env, PlanReuseHook, "planReuse"));
+  testing.Set("speculativePolicy", Napi::Function::New(env, SpeculativePolicyHook, "speculativePolicy"));
   testing.Set("grammarAccepts", Napi::Function::New(env, GrammarAcceptsHook, "grammarAccepts"));
   testing.Set("tokenizeRaw", Napi::Function::New(env, [](const Napi::CallbackInfo &i) { return TokenizeHook(i, true); }, "tokenizeRaw"));
   testing.Set("tokenizeBounded", Napi::Function::New(env, [](const Napi::CallbackInfo &i) { return TokenizeHook(i, false); }, "tokenizeBounded"));

@@ -15,6 +15,7 @@ bool ThreadPools::Attach(llama_context *ctx, int threads, int batchThreads, bool
   ggml_backend_reg_t cpu = ggml_backend_reg_by_name("CPU");
   auto newFn = cpu ? reinterpret_cast<NewFn>(ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_new")) : nullptr;
   free_ = cpu ? reinterpret_cast<FreeFn>(ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_free")) : nullptr;
+  pause_ = cpu ? reinterpret_cast<FreeFn>(ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_pause")) : nullptr;
   if (newFn == nullptr || free_ == nullptr) {
     *error = "the CPU backend has no thread pools";
     return false;
@@ -41,6 +42,12 @@ bool ThreadPools::Attach(llama_context *ctx, int threads, int batchThreads, bool
   }
   llama_attach_threadpool(ctx, decode_, batch_);
   return true;
+}
+
+void ThreadPools::Pause() {
+  if (pause_ == nullptr) return;
+  if (decode_ != nullptr) pause_(decode_);
+  if (batch_ != nullptr) pause_(batch_);
 }
 
 void ThreadPools::Detach(llama_context *ctx) {

@@ -27,6 +27,10 @@ class ThreadPools {
   void Share(llama_context *ctx) {
     if (decode_ != nullptr) llama_attach_threadpool(ctx, decode_, batch_);
   }
+  // Puts the workers to sleep now instead of after their polling spell: called when the engine
+  // goes idle, so that an idle context's workers take no core from another context's compute
+  // (ggml resumes a paused pool when it computes the next graph). No-op without the patch.
+  void Pause();
   // Detach before the context is freed, free after.
   void Detach(llama_context *ctx);
 
@@ -34,6 +38,7 @@ class ThreadPools {
   ggml_threadpool_t decode_ = nullptr;
   ggml_threadpool_t batch_ = nullptr;
   void (*free_)(ggml_threadpool_t) = nullptr;
+  void (*pause_)(ggml_threadpool_t) = nullptr;
 };
 
 }  // namespace llamux

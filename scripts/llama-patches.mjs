@@ -483,6 +483,26 @@ static void * ggml_backend_cpu_get_proc_address(ggml_backend_reg_t reg, const ch
     ],
   },
   {
+    id: 'pool-pause-proc-address',
+    // An idle context's pool workers poll for the next graph for a while before they sleep;
+    // beside another context (the bench's plain and speculative contexts, an app's several
+    // models) that spinning takes a core from the one computing. The addon pauses its pools when
+    // its engine goes idle (ggml resumes a paused pool at its next graph); ggml_threadpool_pause
+    // is reached through the registry like ggml_threadpool_new (the CPU backend may be a library
+    // loaded at run time).
+    file: CPU_CPP,
+    edits: [
+      {
+        find: '    if (strcmp(name, "ggml_threadpool_free") == 0) {\n',
+        replace: `    if (strcmp(name, "ggml_threadpool_pause") == 0) {
+        return (void *)ggml_threadpool_pause;
+    }
+    if (strcmp(name, "ggml_threadpool_free") == 0) {
+`,
+      },
+    ],
+  },
+  {
     id: 'det-mul-mat',
     // With use_ref (deterministic mode) a matrix multiply computes every output element with one
     // vec_dot of one weight row and one activation row, whatever the batch: llamafile's sgemm

@@ -25,7 +25,7 @@ import { runRaw } from '../drivers/raw.js';
 import { llamaServerBinary, startLlamaServer } from '../drivers/llama-server.js';
 import { benchDir } from '../models.js';
 import { progress, progressDone, table, writeResult, type Row } from '../report.js';
-import { fmtSpread, ratio, repeat, type Spread } from '../stats.js';
+import { fmtSpread, pairedRatio, ratio, repeat, type Spread } from '../stats.js';
 import { existsSync, mkdirSync } from 'node:fs';
 
 export interface SpeculativeBenchOptions {
@@ -93,7 +93,7 @@ interface Prepared {
   file: number[];
 }
 
-async function prepare(): Promise<Prepared> {
+export async function prepare(): Promise<Prepared> {
   const w = workloads();
   const built = buildScriptedModel(w.spec);
   mkdirSync(benchDir, { recursive: true });
@@ -118,7 +118,7 @@ async function prepare(): Promise<Prepared> {
 }
 
 /** The copy workload's prompt at `agreement` (0..1): the script, each token replaced with probability 1 - agreement. */
-function copyPrompt(p: Prepared, agreement: number): number[] {
+export function copyPrompt(p: Prepared, agreement: number): number[] {
   const g = p.copyGreedy;
   const rng = new Prng(0xa9 + Math.round(agreement * 100));
   let body: number[];
@@ -133,7 +133,7 @@ function copyPrompt(p: Prepared, agreement: number): number[] {
 }
 
 /** The draft model at `agreement`: its output-head rows rotated among the successors of a share 1 - agreement of the copy script's positions. */
-async function draftModelAt(p: Prepared, agreement: number): Promise<string> {
+export async function draftModelAt(p: Prepared, agreement: number): Promise<string> {
   const path = join(benchDir, `spec-draft-${Math.round(agreement * 100)}.gguf`);
   if (existsSync(path)) return path;
   const { nEmbd: _big, ...small } = p.spec;
@@ -153,7 +153,7 @@ async function draftModelAt(p: Prepared, agreement: number): Promise<string> {
   return path;
 }
 
-function agentPrompt(p: Prepared): number[] {
+export function agentPrompt(p: Prepared): number[] {
   return [...p.agentPrompt.slice(0, 1), ...p.file, ...p.agentPrompt.slice(1)];
 }
 
@@ -277,12 +277,14 @@ export async function runSpeculativeBench(opts: SpeculativeBenchOptions = {}): P
                 exact: plain.exact && spec.exact && (forced?.exact ?? true) ? 1 : 0,
               };
             });
-            const row = (system: string, sp: Spread, acc?: Spread): Row => ({
+            // llamux's systems took turns run by run: median of the run-by-run ratios; llama-server
+            // ran after them: ratios of medians
+            const row = (system: string, sp: Spread, acc?: Spread, paired = true): Row => ({
               workload: c.name,
               system,
               'decode tok/s': fmtSpread(sp),
-              'vs raw': ratio(sp, r.raw),
-              'vs llamux plain': ratio(sp, r.plain),
+              'vs raw': (paired ? pairedRatio : ratio)(sp, r.raw),
+              'vs llamux plain': (paired ? pairedRatio : ratio)(sp, r.plain),
               'accepted/drafted': acc ? acc.median.toFixed(2) : '',
               exact: r.exact.min === 1 ? 'yes' : 'NO',
             });
@@ -296,7 +298,7 @@ export async function runSpeculativeBench(opts: SpeculativeBenchOptions = {}): P
                 const spec = await measureLlamaServer(ls.path!, p.path, c.prompt, c.expect, threads, c.draft ? { draft: c.draft } : 'ngram');
                 return { plain: plain.decode, spec: spec.decode, acceptance: spec.drafted > 0 ? spec.accepted / spec.drafted : 0, exact: plain.exact && spec.exact ? 1 : 0 };
               });
-              const lsRow = (system: string, sp: Spread, acc?: Spread): Row => ({ ...row(system, sp, acc), exact: lsRuns.exact.min === 1 ? 'yes' : 'NO' });
+              const lsRow = (system: string, sp: Spread, acc?: Spread): Row => ({ ...row(system, sp, acc, false), exact: lsRuns.exact.min === 1 ? 'yes' : 'NO' });
               rows.push(lsRow('llama-server, no speculation', lsRuns.plain), lsRow(c.draft ? 'llama-server, draft model (draft-simple)' : 'llama-server, n-gram (ngram-simple)', lsRuns.spec, lsRuns.acceptance));
               (json.rows as Record<string, unknown>)[`${nSeq}:${c.name}:llama-server`] = lsRuns;
             }

@@ -91,6 +91,26 @@ describe('speculative: n-gram drafts on scripted models (greedy)', () => {
     }
   });
 
+  it('a copied span after text whose drafts all miss: the pause does not hide the copy', async () => {
+    const s = script('long-script');
+    const g = s.greedy;
+    // The first 150 tokens appear only with every bigram followed by a wrong token (each draft
+    // misses at once: the request pauses); the last 150 appear exactly.
+    const wrong: number[] = [];
+    for (let i = 0; i + 1 < 150; i++) wrong.push(g[i]!, g[i + 1]!, g[(i + 50) % 150]!);
+    const prompt = [...s.promptTokens, ...wrong, ...g.slice(150), ...s.promptTokens.slice(1)];
+    const ctx = await context('long-script', true);
+    try {
+      const r = await ctx.complete({ prompt, temperature: 0, emitTokenIds: true });
+      expect(ids(r)).toEqual(g);
+      // the misses stayed few (a pause that doubles), and the copy was drafted almost whole
+      expect(r.timings.draftedTokens - r.timings.acceptedTokens).toBeLessThan(40);
+      expect(r.timings.acceptedTokens).toBeGreaterThan(110);  // 27 without the probes on long matches
+    } finally {
+      await ctx.dispose();
+    }
+  });
+
   it('per-request opt-out: speculative false drafts nothing and gives the same output', async () => {
     const s = script('long-script');
     const ctx = await context('long-script', true);
