@@ -33,19 +33,20 @@ void Scheduler::PlanDrafts() {
       continue;
     }
     if (!r.spec.started) spec::Start(r.spec, cfg_.spec, spec_.evidence);
+    // A paused request: with n-gram drafts only a match of ngramMax tokens probes (cheap to look
+    // for every tick, and how copied spans start in the middle of fresh text; a short match is
+    // what failed); a draft model probes after each pause (speculative.h).
+    const bool longMatchOnly = !draft_ && r.spec.backoff > 0 && cfg_.spec.ngramMax >= 3;
     size_t maxLen;
-    const bool midPause = r.spec.skip > 0;
-    if (midPause) {
-      // Paused, but the text may repeat a long stretch of the history (an n-gram of ngramMax
-      // tokens, looked up below): a probe, as copied spans start in the middle of fresh text.
-      if (draft_ || cfg_.spec.ngramMax < 3) {
-        r.spec.skip--;
-        continue;
-      }
-      maxLen = std::min<size_t>(std::min(cfg_.spec.draftMax, spec::kFirstDraft), budget);
+    if (longMatchOnly) {
+      maxLen = std::min(cfg_.spec.draftMax, spec::kFirstDraft);
+    } else if (r.spec.skip > 0) {
+      r.spec.skip--;
+      continue;
     } else {
-      maxLen = std::min<size_t>(spec::Decide(r.spec, cfg_.spec), budget);
+      maxLen = spec::Decide(r.spec, cfg_.spec);
     }
+    maxLen = std::min(maxLen, budget);
     // k drafts yield up to k + 1 tokens: never past maxTokens or the sequence's context.
     if (r.p->maxTokens >= 0) {
       int32_t left = r.p->maxTokens - r.nGenerated - 1;
@@ -53,18 +54,14 @@ void Scheduler::PlanDrafts() {
     }
     size_t ctxLeft = sequenceContextSize_ > r.nPast + 2 ? sequenceContextSize_ - r.nPast - 2 : 0;
     maxLen = std::min(maxLen, ctxLeft);
-    if (maxLen == 0) {
-      if (midPause) r.spec.skip--;
-      continue;
-    }
+    if (maxLen == 0) continue;
     if (draft_) {
       modelDrafts.push_back(&r);
       modelLens.push_back(maxLen);
       budget -= maxLen;
       continue;
     }
-    spec::NgramDraft(r.tokens, midPause ? cfg_.spec.ngramMax : cfg_.spec.ngramMin, cfg_.spec.ngramMax, maxLen, &r.spec.draft);
-    if (midPause && r.spec.draft.empty()) r.spec.skip--;  // no probe: the pause goes on
+    spec::NgramDraft(r.tokens, longMatchOnly ? cfg_.spec.ngramMax : cfg_.spec.ngramMin, cfg_.spec.ngramMax, maxLen, &r.spec.draft);
     // A draft token a grammar refuses cannot be sampled: the draft stops before it (the
     // grammars already took the pending token when it was sampled or forced).
     r.spec.draft.resize(r.sampler.GrammarPrefix(r.spec.draft.data(), r.spec.draft.size()));

@@ -34,13 +34,26 @@ void Scheduler::DrainCommands(bool wait) {
     std::unique_lock<std::mutex> lk(mu_);
     if (wait) {
       auto ready = [&] { return closing_ || !submitted_.empty() || !embedSubmitted_.empty() || !cancels_.empty() || !pauses_.empty(); };
+      // The CPU pools' workers poll for the next graph for a while before they sleep: a request
+      // that follows at once finds them awake, but an idle spell must not keep them spinning on
+      // cores that another context (or process) computes on. A short wait first, then they sleep.
+      if (poolsAwake_ && !cv_.wait_for(lk, std::chrono::milliseconds(kPoolsPauseMs), ready)) {
+        pools_.Pause();
+        poolsAwake_ = false;
+      }
       // Idle sessions must expire on time even when no request comes (wake once a second),
       // and write-through states wait for a quiet moment (wake after the grace period).
       bool dirty = false;
       for (auto &s : sequences_) dirty = dirty || s.diskDirty;
-      if (dirty) cv_.wait_for(lk, std::chrono::milliseconds(static_cast<int64_t>(kWriteThroughGraceMs) + 10), ready);
-      else if (sessions_.Size() > 0) cv_.wait_for(lk, std::chrono::seconds(1), ready);
-      else cv_.wait(lk, ready);
+      if (ready()) {
+        // a command came during the short wait
+      } else if (dirty) {
+        cv_.wait_for(lk, std::chrono::milliseconds(static_cast<int64_t>(kWriteThroughGraceMs) + 10), ready);
+      } else if (sessions_.Size() > 0) {
+        cv_.wait_for(lk, std::chrono::seconds(1), ready);
+      } else {
+        cv_.wait(lk, ready);
+      }
     }
     submitted.swap(submitted_);
     embeds.swap(embedSubmitted_);

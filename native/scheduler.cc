@@ -379,6 +379,7 @@ void Scheduler::Run() {
       if (!rp->done && !rp->paused) runnable = true;
     }
     runnable = runnable || embedder_->Pending();
+    poolsAwake_ = poolsAwake_ || runnable;  // graphs to compute: the pools poll after them
     bool diskWaits = false;
     for (auto &w : waiting_) diskWaits = diskWaits || w->disk.pending;
     // Block only when nothing can move without a command: no decode to run, and the last
@@ -387,7 +388,6 @@ void Scheduler::Run() {
     bool idle = !runnable && !progressed && !diskWaits;
     if (idle || !runnable) output_.FlushEvents(active_, true);
     if (!runnable) WriteDirtyStates();
-    if (idle) pools_.Pause();  // before blocking: idle workers must not spin beside other contexts
     DrainCommands(idle);
     {
       std::lock_guard<std::mutex> lk(mu_);

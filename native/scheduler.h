@@ -181,6 +181,8 @@ class Scheduler {
   ContextConfig cfg_;
   llama_context *ctx_ = nullptr;
   ThreadPools pools_;  // detached before ctx_ is freed, freed after (member destruction)
+  bool poolsAwake_ = false;  // a graph ran since the pools were last paused (intake.cc)
+  static constexpr int64_t kPoolsPauseMs = 5;
   uint32_t sequenceContextSize_ = 0;
   bool canTruncate_ = true;
 

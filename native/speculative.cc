@@ -37,26 +37,28 @@ static constexpr double kRequestDecay = 0.8;
 static constexpr double kContextDecay = 0.95;
 // A new request takes at most this much of its context's evidence (in tokens and misses).
 static constexpr double kContextWeight = 6.0;
-// Drafting's own cost per draft token, in decode steps (the lookup, a draft model's step).
-static constexpr double kDraftTokenCost = 0.02;
+// Drafting's own cost per draft token, in decode steps: a lookup costs next to nothing; a draft
+// model's step, on the bench's scripted pair, about 0.25 ms against a 7 ms target step.
+static double DraftTokenCost(const SpecConfig &cfg) { return cfg.mode == 2 ? 0.035 : 0.005; }
 
 double Agreement(const SpecEvidence &e) {
   return (e.accepted + kPriorAccepted) / (e.accepted + e.misses + kPriorAccepted + kPriorMisses);
 }
 
-uint32_t BestLength(double p, uint32_t draftMax) {
+uint32_t BestLength(double p, const SpecConfig &cfg) {
+  const uint32_t draftMax = cfg.draftMax;
   // Lengths fill the CPU matrix kernels' tiles of 4 activation rows (the pending token and 3, 7,
   // 11 ... drafts): on x86 llamafile's sgemm computes a 5-row verification as a 4-row tile and a
   // 1-row one, and a tile's rows cost little more than one row while the next tile costs nearly
-  // a step (bench speculative: 1-row step 6.4 ms, 2-4 rows 11.9 ms, 5-8 rows 18.2 ms, 9-12 rows
-  // 24.5 ms on the scripted 170 M target, 2 threads). A draft of k tokens at per-token agreement
+  // a step (bench speculative: 1-row step 6.4-6.9 ms, 2-4 rows 11.9-13.5 ms, 5-8 rows 18.2-20.5
+  // ms, 9-12 rows 24.5 ms on the scripted 170 M target, 2 threads). A draft of k tokens at per-token agreement
   // p yields (1 - p^(k+1)) / (1 - p) tokens; the best length is the one with the most tokens per
   // cost, and none when a plain step (1 token per step) does better.
   double best = 1.0;
   uint32_t bestLen = 0;
   for (uint32_t k = std::min(kFirstDraft, draftMax); k >= 1 && k <= draftMax;) {
     double tokens = p >= 1.0 ? k + 1.0 : (1.0 - std::pow(p, k + 1)) / (1.0 - p);
-    double cost = 1.0 + kTileCost * std::ceil((k + 1) / static_cast<double>(kTileRows)) + kDraftTokenCost * k;
+    double cost = 1.0 + kTileCost * std::ceil((k + 1) / static_cast<double>(kTileRows)) + DraftTokenCost(cfg) * k;
     if (tokens / cost > best * 1.01) {
       best = tokens / cost;
       bestLen = k;
@@ -73,7 +75,7 @@ void Start(SpecState &s, const SpecConfig &cfg, const SpecEvidence &context) {
   double scale = weight > kContextWeight ? kContextWeight / weight : 1.0;
   s.evidence = {context.accepted * scale, context.misses * scale};
   // A context whose drafts mostly missed: the request starts paused, and probes after it.
-  if (BestLength(Agreement(s.evidence), cfg.draftMax) == 0) {
+  if (BestLength(Agreement(s.evidence), cfg) == 0) {
     s.backoff = 16;
     s.skip = s.backoff;
   }
@@ -81,7 +83,7 @@ void Start(SpecState &s, const SpecConfig &cfg, const SpecEvidence &context) {
 
 uint32_t Decide(SpecState &s, const SpecConfig &cfg) {
   if (s.backoff > 0) return std::min(cfg.draftMax, kFirstDraft);  // a pause ended: probe
-  uint32_t k = BestLength(Agreement(s.evidence), cfg.draftMax);
+  uint32_t k = BestLength(Agreement(s.evidence), cfg);
   if (k == 0) {
     s.backoff = 1;
     s.skip = s.backoff;
@@ -96,12 +98,12 @@ void Update(SpecState &s, const SpecConfig &cfg, SpecEvidence &context, size_t d
   context.accepted = context.accepted * kContextDecay + static_cast<double>(accepted);
   context.misses = context.misses * kContextDecay + miss;
   if (s.backoff == 0) return;
-  // Paused (this was a probe): drafting resumes when the evidence says it pays; otherwise a
-  // scheduled probe doubles the pause (a probe on a strong n-gram match mid-pause leaves it).
-  if (BestLength(Agreement(s.evidence), cfg.draftMax) > 0) {
+  // Paused (this was a probe): drafting resumes when the evidence says it pays; otherwise the
+  // next pause is twice as long.
+  if (BestLength(Agreement(s.evidence), cfg) > 0) {
     s.backoff = 0;
     s.skip = 0;
-  } else if (s.skip == 0) {
+  } else {
     s.backoff = std::min(kMaxPause, s.backoff * 2);
     s.skip = s.backoff;
   }

@@ -147,13 +147,15 @@ Napi::Value TokenizeHook(const Napi::CallbackInfo &info, bool raw) {
   return arr;
 }
 
-// speculativePolicy(draftMax, contextAccepted, contextMisses, agree[]) -> { lengths, accepted,
-// misses }: one request's draft length at each tick (0: none) when the first agree[t] tokens of
-// tick t's draft would stand; the context's evidence after it.
+// speculativePolicy(draftMax, contextAccepted, contextMisses, agree[], draftModel?) -> { lengths,
+// accepted, misses }: one request's draft length at each tick (0: none) when the first agree[t]
+// tokens of tick t's draft would stand (n-gram costs, or a draft model's); the context's evidence
+// after it. Pauses end in scheduled probes (a draft model's; n-gram probes need the tokens).
 Napi::Value SpeculativePolicyHook(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   SpecConfig cfg;
   cfg.draftMax = info[0].As<Napi::Number>().Uint32Value();
+  cfg.mode = info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value() ? 2 : 1;
   SpecEvidence context{info[1].As<Napi::Number>().DoubleValue(), info[2].As<Napi::Number>().DoubleValue()};
   Napi::Array agree = info[3].As<Napi::Array>();
   SpecState s;

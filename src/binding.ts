@@ -208,7 +208,7 @@ export interface NativeBinding {
     planReuse(inputs: NativeReuseInputs): NativeReusePlan;
     /** Feeds tokens to a llama.cpp grammar: how many it accepts, and whether it may end there. */
     /** One request's draft length per tick (0: none) when the first agree[t] draft tokens of tick t would stand (native/speculative.h). */
-    speculativePolicy(draftMax: number, contextAccepted: number, contextMisses: number, agree: number[]): { lengths: number[]; accepted: number; misses: number };
+    speculativePolicy(draftMax: number, contextAccepted: number, contextMisses: number, agree: number[], draftModel?: boolean): { lengths: number[]; accepted: number; misses: number };
     grammarAccepts(model: NativeModel, gbnf: string, root: string, tokens: Int32Array): { parsed: boolean; accepted: number; complete: boolean };
     /** Issue 26, tests only: while on, the scheduler copies the logits it samples from, keyed by the
      * request's seed and step (native/logits_tap.h); logitsTap clears them, takeLogits hands them over. */

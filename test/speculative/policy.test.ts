@@ -2,7 +2,8 @@
 // tile first, longer drafts only once the evidence says the text keeps agreeing, pauses that
 // double while drafts miss, and a context's history as a new request's first estimate.
 // Expected lengths are worked out by hand from the cost model in speculative.h (a plain step 1,
-// each tile of 4 verified rows 0.9 more, 0.02 per draft token) and the 2-accepted/1-miss prior.
+// each tile of 4 verified rows 1.0 more, 0.005 per n-gram draft token, 0.035 per draft-model
+// token) and the 2-accepted/1-miss prior.
 import { describe, expect, it } from 'vitest';
 import { native } from '../../src/binding.js';
 
@@ -11,8 +12,14 @@ const ticks = (n: number, agree: number): number[] => Array.from({ length: n }, 
 
 describe('speculative draft-length policy', () => {
   it('a request whose drafts always stand: one tile, then 7, then 11 as the evidence grows', () => {
-    // agreement estimates 2/3 → 3; 5/6 → 3 (7 is within 1 % of it); 0.881 → 7; 0.930 → 7; 0.947 → 11
+    // agreement estimates 2/3 → 3; 5/6 → 3 (7 yields 1.517 tokens per step, 3 1.541); 0.881 → 7;
+    // 0.930 → 7 (11: 2.050, 7: 2.075); 0.948 → 11
     expect(policy(12, 0, 0, ticks(6, 100)).lengths).toEqual([3, 3, 7, 7, 11, 11]);
+  });
+
+  it("a draft model's own cost per token keeps drafts shorter: 11 drafts one tick later", () => {
+    // at 0.948, 11 drafts yield 2.070 tokens per step and 7 drafts 2.057 (11 must win by 1 %)
+    expect(policy(12, 0, 0, ticks(6, 100), true).lengths).toEqual([3, 3, 7, 7, 7, 11]);
   });
 
   it('draftMax caps every draft', () => {
