@@ -74,3 +74,64 @@ export async function nlcConcurrent(model: import('node-llama-cpp').LlamaModel, 
   };
 }
 
+
+/**
+ * node-llama-cpp's speculative decoding on one sequence: `InputLookupTokenPredictor` (prompt
+ * lookup) or `DraftSequenceTokenPredictor` on a second model, both with their defaults, against
+ * the same sequence without a predictor. Greedy; each run starts from an empty sequence. Decode
+ * tok/s from the first token to the `expect.length`-th, and whether the tokens were `expect`.
+ */
+export async function nlcSpeculative(
+  targetPath: string,
+  draftPath: string | undefined,
+  prompt: number[],
+  expect: number[],
+  threads: number,
+  runs: number,
+): Promise<Array<{ plain: number; spec: number; acceptance: number; exact: number }>> {
+  const { llama, nlc: m } = await getLlamaInstance();
+  const model = await llama.loadModel({ modelPath: targetPath });
+  const draftModel = draftPath ? await llama.loadModel({ modelPath: draftPath }) : undefined;
+  const size = prompt.length + expect.length + 64;
+  const plainCtx = await model.createContext({ contextSize: size, threads, batchSize: 512 });
+  const specCtx = await model.createContext({ contextSize: size, threads, batchSize: 512 });
+  const draftCtx = draftModel ? await draftModel.createContext({ contextSize: size, threads, batchSize: 512 }) : undefined;
+  try {
+    const plain = plainCtx.getSequence();
+    const predictor = draftCtx ? new m.DraftSequenceTokenPredictor(draftCtx.getSequence()) : new m.InputLookupTokenPredictor();
+    const spec = specCtx.getSequence({ tokenPredictor: predictor });
+    const once = async (seq: import('node-llama-cpp').LlamaContextSequence) => {
+      await seq.clearHistory();
+      // the lookup searches the input the completion classes hand it; a bare sequence must too
+      if (seq === spec && predictor instanceof m.InputLookupTokenPredictor) predictor.updateInputTokens(prompt as never);
+      const got: number[] = [];
+      let tFirst = 0;
+      for await (const tok of seq.evaluate(prompt as never, { temperature: 0 })) {
+        if (got.length === 0) tFirst = performance.now();
+        got.push(tok as number);
+        if (got.length >= expect.length) break;
+      }
+      const decode = (got.length - 1) / ((performance.now() - tFirst) / 1000);
+      return { decode, exact: got.length === expect.length && got.every((t, i) => t === expect[i]) };
+    };
+    await once(plain);
+    await once(spec);  // warm-up: graphs of every batch shape
+    const out: Array<{ plain: number; spec: number; acceptance: number; exact: number }> = [];
+    for (let i = 0; i < runs; i++) {
+      const a = await once(plain);
+      const before = { ...spec.tokenPredictions };
+      const b = await once(spec);
+      // validated / (validated + refuted): predictions kept, as llamux's accepted / drafted
+      const validated = spec.tokenPredictions.validated - before.validated;
+      const refuted = spec.tokenPredictions.refuted - before.refuted;
+      out.push({ plain: a.decode, spec: b.decode, acceptance: validated + refuted > 0 ? validated / (validated + refuted) : 0, exact: a.exact && b.exact ? 1 : 0 });
+    }
+    return out;
+  } finally {
+    await draftCtx?.dispose();
+    await specCtx.dispose();
+    await plainCtx.dispose();
+    await draftModel?.dispose();
+    await model.dispose();
+  }
+}

@@ -23,9 +23,10 @@ import { Prng } from '../../src/gguf/prng.js';
 import { loadModel, setLogger, type Context, type ContextOptions, type Model } from '../../src/index.js';
 import { runRaw } from '../drivers/raw.js';
 import { llamaServerBinary, startLlamaServer } from '../drivers/llama-server.js';
+import { nlcSpeculative } from '../drivers/node-llama-cpp.js';
 import { benchDir } from '../models.js';
 import { progress, progressDone, table, writeResult, type Row } from '../report.js';
-import { fmtSpread, pairedRatio, ratio, repeat, type Spread } from '../stats.js';
+import { fmtSpread, pairedRatio, ratio, repeat, spread, type Spread } from '../stats.js';
 import { existsSync, mkdirSync } from 'node:fs';
 
 export interface SpeculativeBenchOptions {
@@ -301,6 +302,18 @@ export async function runSpeculativeBench(opts: SpeculativeBenchOptions = {}): P
               const lsRow = (system: string, sp: Spread, acc?: Spread): Row => ({ ...row(system, sp, acc, false), exact: lsRuns.exact.min === 1 ? 'yes' : 'NO' });
               rows.push(lsRow('llama-server, no speculation', lsRuns.plain), lsRow(c.draft ? 'llama-server, draft model (draft-simple)' : 'llama-server, n-gram (ngram-simple)', lsRuns.spec, lsRuns.acceptance));
               (json.rows as Record<string, unknown>)[`${nSeq}:${c.name}:llama-server`] = lsRuns;
+            }
+            // node-llama-cpp 3.21.1 at 1 sequence: its token predictors with their defaults
+            // (LLAMUX_BENCH_NODE_LLAMA_CPP=0 leaves it out)
+            if (nSeq === 1 && process.env.LLAMUX_BENCH_NODE_LLAMA_CPP !== '0') {
+              progress(`speculative: node-llama-cpp, ${c.name}`);
+              const nl = await nlcSpeculative(p.path, c.draft, c.prompt, c.expect, threads, runs);
+              const plainN = spread(nl.map((x) => x.plain));
+              const specN = spread(nl.map((x) => x.spec));
+              const exactN = nl.every((x) => x.exact === 1) ? 'yes' : 'NO';
+              rows.push({ ...row('node-llama-cpp, no speculation', plainN, undefined, false), exact: exactN });
+              rows.push({ ...row(c.draft ? 'node-llama-cpp, DraftSequenceTokenPredictor' : 'node-llama-cpp, InputLookupTokenPredictor', specN, spread(nl.map((x) => x.acceptance)), false), exact: exactN });
+              (json.rows as Record<string, unknown>)[`${nSeq}:${c.name}:node-llama-cpp`] = nl;
             }
             if (forcedCtx) rows.push(row(`${label}, drafting at 8 seqs`, r.forced, r.forcedAcceptance));
             (json.rows as Record<string, unknown>)[`${nSeq}:${c.name}`] = r;
