@@ -6,11 +6,11 @@
 namespace llamux {
 namespace spec {
 
-uint32_t NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint32_t ngramMax, size_t maxLen,
-                    std::vector<llama_token> *out) {
+void NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint32_t ngramMax, size_t maxLen,
+                std::vector<llama_token> *out) {
   out->clear();
   const size_t size = tokens.size();
-  if (maxLen == 0 || ngramMin == 0 || size < 2) return 0;
+  if (maxLen == 0 || ngramMin == 0 || size < 2) return;
   for (size_t n = std::min<size_t>(ngramMax, size - 1); n >= ngramMin && n >= 1; n--) {
     if (size < n + 1) continue;
     const llama_token *key = tokens.data() + size - n;
@@ -20,11 +20,10 @@ uint32_t NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, u
       size_t from = start + n;  // < size: start < size - n
       size_t len = std::min(maxLen, size - from);
       out->assign(tokens.begin() + static_cast<long>(from), tokens.begin() + static_cast<long>(from + len));
-      return static_cast<uint32_t>(n);
+      return;
     }
     if (n == 1) break;
   }
-  return 0;
 }
 
 // A prior of 2 accepted tokens and 1 miss (agreement 2/3): a request with no evidence drafts
@@ -51,9 +50,9 @@ uint32_t BestLength(double p, const SpecConfig &cfg) {
   // 11 ... drafts): on x86 llamafile's sgemm computes a 5-row verification as a 4-row tile and a
   // 1-row one, and a tile's rows cost little more than one row while the next tile costs nearly
   // a step (bench speculative: 1-row step 6.4-6.9 ms, 2-4 rows 11.9-13.5 ms, 5-8 rows 18.2-20.5
-  // ms, 9-12 rows 24.5 ms on the scripted 170 M target, 2 threads). A draft of k tokens at per-token agreement
-  // p yields (1 - p^(k+1)) / (1 - p) tokens; the best length is the one with the most tokens per
-  // cost, and none when a plain step (1 token per step) does better.
+  // ms, 9-12 rows 24.5 ms on the scripted 170 M target, 2 threads). A draft of k tokens at
+  // per-token agreement p yields (1 - p^(k+1)) / (1 - p) tokens; the best length is the one with
+  // the most tokens per cost, and none when a plain step (1 token per step) does better.
   double best = 1.0;
   uint32_t bestLen = 0;
   for (uint32_t k = std::min(kFirstDraft, draftMax); k >= 1 && k <= draftMax;) {

@@ -53,9 +53,9 @@ namespace spec {
 
 // The tokens that followed the most recent earlier occurrence of the last n tokens of
 // `tokens` (n from ngramMax down to ngramMin; the longest match wins), at most `maxLen`.
-// Empty when nothing matches. Returns the n that matched (0: none).
-uint32_t NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint32_t ngramMax, size_t maxLen,
-                    std::vector<llama_token> *out);
+// Empty when nothing matches.
+void NgramDraft(const std::vector<llama_token> &tokens, uint32_t ngramMin, uint32_t ngramMax, size_t maxLen,
+                std::vector<llama_token> *out);
 
 // Draft lengths fill the CPU matrix kernels' tiles of kTileRows verified rows (the pending token
 // and 3, 7, 11 ... drafts; speculative.cc says why). kTileCost: what each tile of verified rows

@@ -6,7 +6,7 @@ namespace llamux {
 
 namespace {
 using NewFn = ggml_threadpool_t (*)(ggml_threadpool_params *);
-using FreeFn = void (*)(ggml_threadpool_t);
+using PoolFn = void (*)(ggml_threadpool_t);  // ggml_threadpool_free, ggml_threadpool_pause
 using DeterministicFn = void (*)(ggml_threadpool_t, bool);
 }  // namespace
 
@@ -14,8 +14,8 @@ bool ThreadPools::Attach(llama_context *ctx, int threads, int batchThreads, bool
   // The CPU backend may be a library loaded at run time: reach its functions through the registry.
   ggml_backend_reg_t cpu = ggml_backend_reg_by_name("CPU");
   auto newFn = cpu ? reinterpret_cast<NewFn>(ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_new")) : nullptr;
-  free_ = cpu ? reinterpret_cast<FreeFn>(ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_free")) : nullptr;
-  pause_ = cpu ? reinterpret_cast<FreeFn>(ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_pause")) : nullptr;
+  free_ = cpu ? reinterpret_cast<PoolFn>(ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_free")) : nullptr;
+  pause_ = cpu ? reinterpret_cast<PoolFn>(ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_pause")) : nullptr;
   if (newFn == nullptr || free_ == nullptr) {
     *error = "the CPU backend has no thread pools";
     return false;
