@@ -15,6 +15,7 @@ Batch::~Batch() {
 }
 
 void Batch::Add(Request &r, size_t count, bool wantLogits) {
+  r.tick.first = batch_.n_tokens;
   for (size_t i = 0; i < count; i++) {
     int32_t k = batch_.n_tokens++;
     size_t pos = r.nPast + i;
@@ -68,6 +69,7 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
     Request &r = *rp;
     r.tick.count = 0;
     r.tick.logitIdx = -1;
+    r.tick.first = -1;
     std::vector<llama_token> &draft = r.spec.draft;
     if (r.done || r.paused || r.nGenerated == 0 || r.tokens.size() - r.nPast != 1 || batch_.n_tokens >= capacity_) {
       draft.clear();

@@ -22,6 +22,8 @@ class Batch {
   // then prompt chunks, oldest first, under the per-tick budget. False when empty.
   bool Build(const std::vector<std::unique_ptr<Request>> &active);
   const std::vector<Request *> &Members() const { return members_; }
+  // The llama_batch last decoded (its positions; the MTP drafter pairs rows with them).
+  const llama_batch &Raw() const { return batch_; }
   // Whether this tick's batch carries drafts (speculative decoding).
   bool HasDrafts() const { return drafts_; }
 

@@ -85,8 +85,15 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.rpc = model_->rpc;
   {
     std::string mode = RequireString(env, o, "speculative");
-    if (mode != "off" && mode != "ngram" && mode != "draft") throw Napi::RangeError::New(env, "speculative must be \"off\", \"ngram\" or \"draft\"");
-    cfg.spec.mode = mode == "ngram" ? 1 : mode == "draft" ? 2 : 0;
+    if (mode != "off" && mode != "ngram" && mode != "draft" && mode != "mtp") {
+      throw Napi::RangeError::New(env, "speculative must be \"off\", \"ngram\", \"draft\" or \"mtp\"");
+    }
+    cfg.spec.mode = mode == "ngram" ? 1 : mode == "draft" ? 2 : mode == "mtp" ? 3 : 0;
+    if (cfg.spec.mode == 3 && !model_->mtpLoaded) {
+      ThrowCoded(env, ErrorCode::InvalidArgument, llama_model_n_layer_nextn(model_->model) > 0
+                                      ? "speculative \"mtp\" needs the model's MTP blocks: load it with { mtp: true }"
+                                      : "speculative \"mtp\": this model has no multi-token-prediction (NextN) blocks");
+    }
     Napi::Value dm = o.Get("draftModel");
     if (!dm.IsNull()) {
       Model *draft = Model::Unwrap(dm);
@@ -100,6 +107,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
     cfg.spec.ngramMax = static_cast<uint32_t>(RequireInt(env, o, "specNgramMax"));
     cfg.spec.maxSequences = static_cast<uint32_t>(RequireInt(env, o, "specMaxSequences"));
     cfg.spec.tickBudget = static_cast<uint32_t>(RequireInt(env, o, "specTickBudget"));
+    cfg.spec.draftCost = RequireNumber(env, o, "specDraftCost");
     if (cfg.spec.ngramMin < 1 || cfg.spec.ngramMax < cfg.spec.ngramMin) throw Napi::RangeError::New(env, "specNgramMin must be >= 1 and <= specNgramMax");
   }
   ReadVocabTokens(env, o, "markerStart", model_->n_vocab, &cfg.markers.start);

@@ -36,7 +36,7 @@ void Scheduler::PlanDrafts() {
     // A paused request: with n-gram drafts only a match of ngramMax tokens probes (cheap to look
     // for every tick, and how copied spans start in the middle of fresh text; a short match is
     // what failed); a draft model probes after each pause (speculative.h).
-    const bool longMatchOnly = !draft_ && r.spec.backoff > 0 && cfg_.spec.ngramMax >= 3;
+    const bool longMatchOnly = cfg_.spec.mode == 1 && r.spec.backoff > 0 && cfg_.spec.ngramMax >= 3;
     size_t maxLen;
     if (longMatchOnly) {
       maxLen = std::min(cfg_.spec.draftMax, spec::kFirstDraft);
@@ -55,7 +55,7 @@ void Scheduler::PlanDrafts() {
     size_t ctxLeft = sequenceContextSize_ > r.nPast + 2 ? sequenceContextSize_ - r.nPast - 2 : 0;
     maxLen = std::min(maxLen, ctxLeft);
     if (maxLen == 0) continue;
-    if (draft_) {
+    if (draft_ || mtp_) {
       modelDrafts.push_back(&r);
       modelLens.push_back(maxLen);
       budget -= maxLen;
@@ -68,7 +68,8 @@ void Scheduler::PlanDrafts() {
     budget -= r.spec.draft.size();
   }
   if (!modelDrafts.empty()) {
-    draft_->Draft(modelDrafts, modelLens);
+    if (mtp_) mtp_->Draft(modelDrafts, modelLens);
+    else draft_->Draft(modelDrafts, modelLens);
     for (Request *r : modelDrafts) r->spec.draft.resize(r->sampler.GrammarPrefix(r->spec.draft.data(), r->spec.draft.size()));
   }
 }

@@ -65,6 +65,7 @@ struct LoadOptions {
   bool useMmap = true;
   bool useMlock = false;
   bool checkTensors = false;
+  bool mtp = false;  // load the multi-token-prediction blocks too (speculative mode "mtp")
   std::vector<std::string> rpcServers;  // host:port of each RPC server (empty: local)
   std::vector<float> tensorSplit;       // share of the layers per device (RPC devices, then local GPUs)
 };
@@ -107,6 +108,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     p.n_gpu_layers = opts_.gpuLayers;
     p.vocab_only = opts_.vocabOnly;
     p.check_tensors = opts_.checkTensors;
+    p.load_mtp = opts_.mtp;
     std::vector<float> split(llama_max_devices(), 0.0f);
     for (size_t i = 0; i < opts_.tensorSplit.size() && i < split.size(); i++) split[i] = opts_.tensorSplit[i];
     if (!opts_.tensorSplit.empty()) p.tensor_split = split.data();
@@ -216,6 +218,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
       p.n_gpu_layers = opts.gpuLayers;
       if (!opts.tensorSplit.empty()) p.tensor_split = split.data();
       p.check_tensors = opts.checkTensors;
+      p.load_mtp = opts.mtp;
       if (!opts.useMmap) p.load_mode = opts.useMlock ? LLAMA_LOAD_MODE_MLOCK : LLAMA_LOAD_MODE_NONE;
       else if (opts.useMlock) p.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK;
       p.progress_callback = [](float value, void *user) -> bool {
@@ -291,6 +294,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     handle->path = opts_.path;
     handle->fingerprint = fingerprint_;
     handle->rpc = group_;
+    handle->mtpLoaded = opts_.mtp && !opts_.vocabOnly && llama_model_n_layer_nextn(model_) > 0;
     model_ = nullptr;
     auto *holder = new std::shared_ptr<ModelHandle>(handle);
     Napi::External<std::shared_ptr<ModelHandle>> ext = Napi::External<std::shared_ptr<ModelHandle>>::New(
@@ -414,6 +418,7 @@ Napi::Value Model::Load(const Napi::CallbackInfo &info) {
   opts.useMmap = GetBool(o, "useMmap", true);
   opts.useMlock = GetBool(o, "useMlock", false);
   opts.checkTensors = GetBool(o, "checkTensors", false);
+  opts.mtp = GetBool(o, "mtp", false);
   Napi::Value servers = o.Get("rpcServers");
   if (servers.IsArray()) {
     Napi::Array a = servers.As<Napi::Array>();
@@ -473,6 +478,8 @@ Napi::Value Model::Metadata(const Napi::CallbackInfo &info) {
   o.Set("isRecurrent", llama_model_is_recurrent(m));
   o.Set("isHybrid", llama_model_is_hybrid(m));
   o.Set("hasEncoder", llama_model_has_encoder(m));
+  o.Set("mtpLayers", nLayer > 0 ? llama_model_n_layer_nextn(m) : 0);
+  o.Set("mtpLoaded", h->mtpLoaded);
   const char *tmpl = llama_model_chat_template(m, nullptr);
   o.Set("chatTemplate", tmpl != nullptr ? Napi::String::New(env, tmpl) : env.Null());
   o.Set("fingerprint", h->fingerprint);

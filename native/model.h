@@ -23,6 +23,8 @@ struct ModelHandle {
   // The RPC servers holding some of its layers (nullptr for a local model). When one of
   // them dies the model is never freed: freeing would wait on the dead server forever.
   std::shared_ptr<rpc::Group> rpc;
+  // Loaded with its multi-token-prediction blocks (LoadOptions mtp on a model that has them).
+  bool mtpLoaded = false;
   // What the bounded tokenizer needs to know of the vocabulary (built on first use).
   const TokenizerIndex &Tokenizer();
   ~ModelHandle();

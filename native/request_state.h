@@ -83,6 +83,7 @@ struct Request {
   struct TickShare {
     size_t count = 0;
     int32_t logitIdx = -1;
+    int32_t first = -1;  // its first row in the batch (-1: none this tick)
   } tick;
 
   struct Timing {

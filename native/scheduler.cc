@@ -20,6 +20,7 @@ Scheduler::Scheduler(llama_model *model, ContextConfig cfg, Flush flush)
 Scheduler::~Scheduler() {
   embedder_.reset();
   draft_.reset();
+  mtp_.reset();
   batch_.reset();
   tiers_.reset();
   pools_.Detach(ctx_);
@@ -112,6 +113,24 @@ bool Scheduler::Start(std::string *error) {
       return false;
     }
   }
+  if (cfg_.spec.mode == 3 && canTruncate_) {
+    // The trunk's h rows are read by batch row: llama.cpp keeps a batch's order only with one
+    // KV stream (a unified KV).
+    std::string why = cfg_.unifiedKv ? "" : "it needs a unified KV (unifiedKv true)";
+    if (why.empty()) {
+      mtp_ = std::make_unique<MtpDraft>();
+      if (!mtp_->Start(model_, ctx_, cfg_.contextSize, cfg_.sequences, &pools_, &why)) mtp_.reset();
+    }
+    if (!mtp_) {
+      batch_.reset();
+      pools_.Detach(ctx_);
+      llama_free(ctx_);
+      ctx_ = nullptr;
+      *error = "speculative mtp: " + why;
+      return false;
+    }
+    if (cfg_.spec.draftCost <= 0) cfg_.spec.draftCost = mtp_->StepCost();
+  }
   if (cfg_.spec.mode != 0) {
     spec_.on = canTruncate_ && cfg_.spec.draftMax > 0;
     if (!canTruncate_) {
@@ -159,7 +178,7 @@ bool Scheduler::Start(std::string *error) {
   ev.ready.kvTypeK = static_cast<int32_t>(cp.type_k);
   ev.ready.kvTypeV = static_cast<int32_t>(cp.type_v);
   ev.ready.canTruncateKv = canTruncate_;
-  ev.ready.speculative = !spec_.on ? "off" : cfg_.spec.mode == 2 ? "draft" : "ngram";
+  ev.ready.speculative = !spec_.on ? "off" : cfg_.spec.mode == 3 ? "mtp" : cfg_.spec.mode == 2 ? "draft" : "ngram";
   ev.ready.speculativeOff = spec_.off;
   output_.Emit(std::move(ev));
   output_.FlushEvents(active_, true);
@@ -317,6 +336,7 @@ void Scheduler::DecodeBatch() {
         VerifyDraft(r);
       }
     }
+    if (mtp_) mtp_->Observe(batch_->Raw(), batch_->Members());
     return;
   }
   if (ret == 2) {
@@ -480,6 +500,7 @@ void Scheduler::Shutdown() {
   // a dead server.
   if (!cfg_.rpc) tiers_->SaveAllToDisk(sequences_, 16);
   draft_.reset();
+  mtp_.reset();
   batch_.reset();
   tiers_.reset();  // finishes queued disk writes, then joins the I/O thread
   pools_.Detach(ctx_);

@@ -38,6 +38,7 @@
 #include "sessions.h"
 #include "speculative.h"
 #include "draft_model.h"
+#include "mtp_draft.h"
 #include "state_tiers.h"
 #include "thread_pools.h"
 
@@ -159,6 +160,7 @@ class Scheduler {
     SpecEvidence evidence;     // how the context's drafts fared (a new request's first estimate)
   } spec_;
   std::unique_ptr<DraftModel> draft_;  // mode "draft" (destroyed before ctx_: declared later, freed first)
+  std::unique_ptr<MtpDraft> mtp_;      // mode "mtp" (reset with draft_, before the pools detach)
 
   // preemption.cc: a full KV cache
   void OnKvFull();

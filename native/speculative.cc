@@ -38,7 +38,12 @@ static constexpr double kContextDecay = 0.95;
 static constexpr double kContextWeight = 6.0;
 // Drafting's own cost per draft token, in decode steps: a lookup costs next to nothing; a draft
 // model's step, on the bench's scripted pair, about 0.25 ms against a 7 ms target step.
-static double DraftTokenCost(const SpecConfig &cfg) { return cfg.mode == 2 ? 0.035 : 0.005; }
+// An MTP block's step runs a block and the output head (MtpDraft::StepCost estimates it from
+// the model's shapes). The option speculative.draftCost overrides any of them.
+static double DraftTokenCost(const SpecConfig &cfg) {
+  if (cfg.draftCost > 0) return cfg.draftCost;
+  return cfg.mode == 2 ? 0.035 : 0.005;
+}
 
 double Agreement(const SpecEvidence &e) {
   return (e.accepted + kPriorAccepted) / (e.accepted + e.misses + kPriorAccepted + kPriorMisses);

@@ -22,13 +22,14 @@ namespace llamux {
 
 // Read from required keys of the context config (src/native-request.ts).
 struct SpecConfig {
-  int32_t mode = 0;           // 0 off, 1 n-gram, 2 draft model (draft_model.h)
+  int32_t mode = 0;           // 0 off, 1 n-gram, 2 draft model (draft_model.h), 3 MTP block (mtp_draft.h)
   llama_model *draftModel = nullptr;  // mode 2 (kept alive by the native Context)
   uint32_t draftMax = 0;      // draft tokens per verification, at most
   uint32_t ngramMin = 0;      // shortest suffix looked up
   uint32_t ngramMax = 0;      // longest suffix looked up (tried first)
   uint32_t maxSequences = 0;  // no drafting while more sequences than this decode (compute-bound)
   uint32_t tickBudget = 0;    // draft tokens per tick, all sequences together
+  double draftCost = 0;       // one draft token's cost in decode steps (0: the mode's default)
 };
 
 // Decayed evidence of how often drafts agree with the model: tokens accepted, and misses (a

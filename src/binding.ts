@@ -11,6 +11,7 @@ export interface NativeLoadOptions {
   gpuLayers?: number;
   vocabOnly?: boolean;
   useMmap?: boolean;
+  mtp?: boolean;
   useMlock?: boolean;
   checkTensors?: boolean;
   /** host:port of each RPC server; layers go to their devices. */
@@ -69,6 +70,8 @@ export interface NativeMetadata {
   isRecurrent: boolean;
   isHybrid: boolean;
   hasEncoder: boolean;
+  mtpLayers: number;
+  mtpLoaded: boolean;
   chatTemplate: string | null;
   fingerprint: string;
 }
@@ -116,7 +119,7 @@ export interface NativeContextOptions {
   prefixCache: boolean;
   kvCheckpoints: number;
   /** Speculative decoding: 'off' or 'ngram' (drafts from the request's own tokens); the spec* limits below. */
-  speculative: 'off' | 'ngram' | 'draft';
+  speculative: 'off' | 'ngram' | 'draft' | 'mtp';
   /** mode 'draft': the draft model (same vocabulary); null otherwise. */
   draftModel: NativeModel | null;
   specDraftMax: number;
@@ -126,6 +129,8 @@ export interface NativeContextOptions {
   specMaxSequences: number;
   /** Draft tokens per batch, all sequences together. */
   specTickBudget: number;
+  /** One draft token's cost in decode steps; 0: the mode's default (mtp: estimated from the model). */
+  specDraftCost: number;
   /** '' disables the disk tier. */
   cacheDir: string;
   cacheDiskBytes: number;

@@ -80,6 +80,10 @@ export interface ModelMetadata {
   isRecurrent: boolean;
   isHybrid: boolean;
   hasEncoder: boolean;
+  /** Multi-token-prediction (NextN) blocks after the trunk (GLM-4.5+, DeepSeek-V3, Qwen3.5 ...). */
+  mtpLayers: number;
+  /** Whether they were loaded (`loadModel(path, { mtp: true })`): speculative mode 'mtp' needs them. */
+  mtpLoaded: boolean;
   /** tokenizer.chat_template, or null. */
   chatTemplate: string | null;
   /** Identifies these weights; part of every cache key. */
@@ -268,6 +272,8 @@ export class Model {
         isRecurrent: m.isRecurrent,
         isHybrid: m.isHybrid,
         hasEncoder: m.hasEncoder,
+        mtpLayers: m.mtpLayers,
+        mtpLoaded: m.mtpLoaded,
         chatTemplate: m.chatTemplate,
         fingerprint: m.fingerprint,
         gguf: Object.freeze({ ...m.gguf }),
@@ -305,6 +311,17 @@ export class Model {
     const o = parseOptions(ContextOptionsSchema, options, 'context options');
     // gpuLayers 'auto' reserved GPU memory for a context of this size.
     if (this.fit && options?.contextSize === undefined) o.contextSize = this.fit.contextSize;
+    if (o.speculative?.mode === 'mtp' && !o.unifiedKv) {
+      throw new LlamuxError('INVALID_ARGUMENT', "speculative mode 'mtp' needs unifiedKv: true (the trunk's hidden rows are read in batch order)");
+    }
+    if (o.speculative && o.speculative.mode === 'mtp' && !this.metadata.mtpLoaded) {
+      throw new LlamuxError(
+        'INVALID_ARGUMENT',
+        this.metadata.mtpLayers > 0
+          ? "speculative mode 'mtp' needs the model's multi-token-prediction blocks: load it with loadModel(path, { mtp: true })"
+          : `speculative mode 'mtp': this model (${this.metadata.architecture}) has no multi-token-prediction blocks`,
+      );
+    }
     const ctx = await Context.create(this, o);
     const ref = new WeakRef(ctx);
     this.#contexts.add(ref);
@@ -386,6 +403,7 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
       useMmap: o.useMmap,
       useMlock: o.useMlock,
       checkTensors: o.checkTensors,
+      mtp: o.mtp,
       ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
       ...(tensorSplit ? { tensorSplit } : {}),
     }, abortFlag, onProgress ? (p) => { try { onProgress(p); } catch { /* a throwing progress callback must not break loading */ } } : undefined);

@@ -342,6 +342,7 @@ export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarke
     specNgramMax: opts.speculative?.ngramMax ?? 1,
     specMaxSequences: opts.speculative?.maxSequences ?? 0,
     specTickBudget: opts.speculative?.tickBudget ?? 0,
+    specDraftCost: opts.speculative?.draftCost ?? 0,
     cacheDir: opts.cacheDir ? resolvePath(opts.cacheDir) : '',
     cacheDiskBytes: Math.floor(opts.cacheDiskMb * 1024 * 1024),
     diskWriteThrough: opts.cacheWriteThrough,

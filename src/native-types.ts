@@ -143,7 +143,7 @@ export interface NativeReady {
   /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
   canTruncateKv: boolean;
   /** The drafting mode applied ('off' when not asked, or when the memory cannot drop rejected drafts). */
-  speculative: 'off' | 'ngram' | 'draft';
+  speculative: 'off' | 'ngram' | 'draft' | 'mtp';
   /** Why speculation is off although the options asked for it. */
   speculativeOff?: string;
   /**

@@ -57,6 +57,10 @@ export const LoadModelOptionsSchema = z
     useMlock: z.boolean().default(false),
     /** Validate tensor data while loading (slower). */
     checkTensors: z.boolean().default(false),
+    /** Also load the model's multi-token-prediction blocks, for speculative mode 'mtp'
+     * (a model without them loads as usual; see ModelMetadata.mtpLayers). Default false: they
+     * take memory that only MTP drafting uses. */
+    mtp: z.boolean().default(false),
     /** Default tool-call markers for contexts of this model (see ContextOptions.toolCallMarkers). */
     toolCallMarkers: MarkerOptionSchema.optional(),
     /** `host:port` of `llamux rpc-server` processes (ggml-rpc): the offloaded layers
@@ -106,8 +110,12 @@ export const GGML_TYPE_IDS: Record<z.infer<typeof kvType>, number> = {
  */
 export const SpeculativeOptionsSchema = z
   .object({
-    /** 'ngram': drafts looked up in the request's prompt and output; 'draft': greedy drafts of `model`. */
-    mode: z.enum(['ngram', 'draft']),
+    /**
+     * 'ngram': drafts looked up in the request's prompt and output; 'draft': greedy drafts of
+     * `model`; 'mtp': greedy drafts of the model's own multi-token-prediction block (a model with
+     * `metadata.mtpLayers` > 0, loaded with `{ mtp: true }`).
+     */
+    mode: z.enum(['ngram', 'draft', 'mtp']),
     /** mode 'draft': a second, smaller model with the same vocabulary (kept alive by the context). */
     model: z
       .custom<DraftModelLike>((v) => typeof v === 'object' && v !== null && typeof (v as { nativeHandle?: unknown }).nativeHandle === 'function', {
@@ -124,6 +132,12 @@ export const SpeculativeOptionsSchema = z
     maxSequences: z.number().int().min(1).max(256).default(4),
     /** Draft tokens per batch, all sequences together. */
     tickBudget: z.number().int().min(1).max(1024).default(32),
+    /**
+     * What drafting one token costs, in plain decode steps: the draft length policy weighs it
+     * against the tokens a draft saves. Default: 0.005 (ngram), 0.035 (draft), and for 'mtp'
+     * an estimate from the model's shapes (one block and the output head against the trunk).
+     */
+    draftCost: z.number().positive().max(4).optional(),
   })
   .strict()
   .refine((o) => o.ngramMax >= o.ngramMin, { message: 'ngramMax must be >= ngramMin', path: ['ngramMax'] })

@@ -24,6 +24,7 @@ const TURN_TOKEN: Record<ZooArchitecture, string> = {
   'gpt-oss': '<|start|>',
   granitehybrid: '<|start_of_role|>',
   lfm2: '<|im_start|>',
+  glm4moe: '<|user|>',
 };
 /** Architectures with recurrent layers (whose KV cannot be truncated). */
 const HYBRID = new Set<ZooArchitecture>(['qwen35', 'qwen35moe', 'granitehybrid', 'lfm2']);
@@ -40,6 +41,7 @@ const MIN_MARGIN: Record<ZooArchitecture, number> = {
   'gpt-oss': 5,
   granitehybrid: 4,
   lfm2: 5,
+  glm4moe: 5,
 };
 
 /** llama.cpp's tokenizer test vectors (tests/test-tokenizer-0.cpp's format). */

@@ -279,21 +279,7 @@ export function successorTensors(
   s.set.forEach((id, k) => {
     selfCode[id] = k;
   });
-  const salt = hashSeed(seed, 'zoo-embd');
-  const embd: GgufTensorSpec = {
-    name: 'token_embd.weight',
-    shape: [nEmbd, nVocab],
-    type: embdType,
-    data: (start, out) => {
-      for (let i = 0; i < out.length; i++) {
-        const idx = start + i;
-        const t = Math.floor(idx / nEmbd);
-        const ch = idx - t * nEmbd;
-        if (ch < CODE_BITS) out[i] = (codes[t]! >> ch) & 1 ? scales.codeScale : -scales.codeScale;
-        else out[i] = mix32(salt ^ Math.imul(idx, 0x9e3779b1)) & 1 ? 1 : -1;
-      }
-    },
-  };
+  const embd = codeEmbedding('token_embd.weight', codes, nEmbd, scales, seed, embdType);
   const output: GgufTensorSpec = {
     name: 'output.weight',
     shape: [nEmbd, nVocab],
@@ -309,6 +295,49 @@ export function successorTensors(
     },
   };
   return { embd, output };
+}
+
+/** A token embedding whose code channels carry `codes[t]` for token t (the others ±1). */
+function codeEmbedding(name: string, codes: Int32Array, nEmbd: number, scales: ZooScales, seed: number, type: GgmlTypeName): GgufTensorSpec {
+  const salt = hashSeed(seed, 'zoo-embd');
+  return {
+    name,
+    shape: [nEmbd, codes.length],
+    type,
+    data: (start, out) => {
+      for (let i = 0; i < out.length; i++) {
+        const idx = start + i;
+        const t = Math.floor(idx / nEmbd);
+        const ch = idx - t * nEmbd;
+        if (ch < CODE_BITS) out[i] = (codes[t]! >> ch) & 1 ? scales.codeScale : -scales.codeScale;
+        else out[i] = mix32(salt ^ Math.imul(idx, 0x9e3779b1)) & 1 ? 1 : -1;
+      }
+    },
+  };
+}
+
+/**
+ * The token embedding of a multi-token-prediction block that agrees with the trunk on a share
+ * `agreement` of the tokens: for the others (chosen by a hash of the token) it codes a different
+ * successor, so the head's draft after that token is wrong. With agreement 1 a model needs no
+ * such tensor (the block reads the trunk's embedding).
+ */
+export function mtpEmbedding(
+  s: ZooSuccessors,
+  nVocab: number,
+  nEmbd: number,
+  scales: ZooScales,
+  seed: number,
+  type: GgmlTypeName,
+  name: string,
+  agreement: number,
+): GgufTensorSpec {
+  const codes = successorCodes(s, nVocab);
+  const salt = hashSeed(seed, 'zoo-mtp-agreement');
+  for (let t = 0; t < nVocab; t++) {
+    if (mix32(salt ^ Math.imul(t, 0x9e3779b1)) / 2 ** 32 >= agreement) codes[t] = codes[t]! ^ 1;
+  }
+  return codeEmbedding(name, codes, nEmbd, scales, seed, type);
 }
 
 /** `general.file_type` for the type of the largest tensors. */

@@ -11,7 +11,8 @@ export type ZooArchitecture =
   | 'gemma4'
   | 'gpt-oss'
   | 'granitehybrid'
-  | 'lfm2';
+  | 'lfm2'
+  | 'glm4moe';
 
 export interface ZooFamily {
   readonly arch: ZooArchitecture;
@@ -30,6 +31,12 @@ export interface ZooFamily {
   readonly outputNorm?: string;
   /** Family defaults for the successor construction's scales (options override them). */
   readonly scales?: Partial<ZooScales>;
+  /**
+   * Multi-token-prediction blocks after the trunk (`block_count` counts them, `nLayer` does not),
+   * and the tensor name of the MTP block's own token embedding, written only for a model built
+   * with `mtpAgreement` below 1 (the head then mispredicts on purpose: index.ts).
+   */
+  readonly mtp?: { readonly layers: number; readonly embedding: string };
   /** Adds the architecture's hyper-parameters and block tensors. */
   build(b: ZooBuilder): void;
   /** A short description of the dims, for reports. */

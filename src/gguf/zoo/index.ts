@@ -16,6 +16,7 @@ import {
   fileTypeOf,
   loadZooTemplate,
   loadZooVocab,
+  mtpEmbedding,
   successorCodes,
   successorTensors,
   ZooBuilder,
@@ -23,6 +24,7 @@ import {
 import type { ZooScales, ZooSuccessors } from './builder.js';
 import type { ZooArchitecture, ZooFamily } from './family.js';
 import { gemma4Family } from './gemma4.js';
+import { glm4moeFamily } from './glm4moe.js';
 import { gptOssFamily } from './gpt-oss.js';
 import { graniteHybridFamily } from './granite-hybrid.js';
 import { lfm2Family } from './lfm2.js';
@@ -45,6 +47,7 @@ const FAMILIES: Readonly<Record<ZooArchitecture, ZooFamily>> = {
   'gpt-oss': gptOssFamily,
   granitehybrid: graniteHybridFamily,
   lfm2: lfm2Family,
+  glm4moe: glm4moeFamily,
 };
 
 /** Every architecture of the zoo. */
@@ -72,6 +75,11 @@ export interface ZooModelOptions {
    * gives a quantized variant (written as `<arch>-q8_0-<key>.gguf` by ensureZooModels).
    */
   readonly blockType?: 'F32' | 'F16' | 'Q8_0';
+  /**
+   * Families with a multi-token-prediction block (glm4moe): the share of tokens after which the
+   * block's draft agrees with the trunk's greedy choice. Default 1 (always).
+   */
+  readonly mtpAgreement?: number;
 }
 
 /** What a test may know about a zoo model (JSON-serializable). */
@@ -91,6 +99,9 @@ export interface ZooModelDescription {
   readonly outputType: string;
   readonly blockType: string;
   readonly scales: ZooScales;
+  /** MTP blocks after the trunk (0 without), and how often their drafts agree (mtpAgreement). */
+  readonly mtpLayers: number;
+  readonly mtpAgreement?: number;
   /** Predicts greedy output: {@link zooGreedyChain}(successors, lastPromptToken, n). */
   readonly successors: ZooSuccessors;
 }
@@ -123,7 +134,7 @@ export async function buildZooSpec(arch: ZooArchitecture, options: ZooModelOptio
     [`${f.arch}.vocab_size`, val.u32(nVocab)],
     [`${f.arch}.context_length`, val.u32(f.contextLength)],
     [`${f.arch}.embedding_length`, val.u32(f.nEmbd)],
-    [`${f.arch}.block_count`, val.u32(f.nLayer)],
+    [`${f.arch}.block_count`, val.u32(f.nLayer + (f.mtp?.layers ?? 0))],
   ];
   f.build(b);
   metadata.push(...b.metadata, ...vocab.metadata, ['tokenizer.chat_template', val.string(template)]);
@@ -134,6 +145,10 @@ export async function buildZooSpec(arch: ZooArchitecture, options: ZooModelOptio
     output,
     ...b.tensors,
   ];
+  const agreement = options.mtpAgreement ?? 1;
+  if (f.mtp && agreement < 1) {
+    tensors.push(mtpEmbedding(successors, nVocab, f.nEmbd, scales, archSeed, f.embdType, f.mtp.embedding, agreement));
+  }
   return {
     spec: { metadata, tensors },
     description: {
@@ -149,6 +164,8 @@ export async function buildZooSpec(arch: ZooArchitecture, options: ZooModelOptio
       outputType: f.outputType,
       blockType,
       scales,
+      mtpLayers: f.mtp?.layers ?? 0,
+      ...(f.mtp ? { mtpAgreement: agreement } : {}),
       successors,
     },
   };
@@ -183,10 +200,11 @@ async function cacheKey(arch: ZooArchitecture, options: ZooModelOptions): Promis
       seed: options.seed ?? 1,
       scales: { ...DEFAULT_SCALES, ...f.scales, ...options.scales },
       blockType: options.blockType ?? 'F32',
+      mtpAgreement: options.mtpAgreement ?? 1,
     }),
   );
   // the generator's own source text, so an edited generator regenerates without a version bump
-  h.update([buildZooSpec, successorTensors, successorCodes, chooseSuccessors, loadZooVocab, ZooBuilder].map(String).join('\n'));
+  h.update([buildZooSpec, successorTensors, successorCodes, chooseSuccessors, loadZooVocab, ZooBuilder, mtpEmbedding].map(String).join('\n'));
   // the family's declaration, its builder's source text included
   h.update(JSON.stringify(f, (_k, v: unknown) => (typeof v === 'function' ? String(v) : v)));
   h.update(await readFile(join(options.vocabDir, f.vocab.file)));
