@@ -41,12 +41,12 @@ export function progressPrinter(label: string, quiet: boolean): { onProgress: (p
   };
 }
 
-/** `--spec ngram|draft|off`, `--draft-model` and `--spec-draft-max`. */
+/** `--spec ngram|draft|mtp|off`, `--draft-model` and `--spec-draft-max`. */
 export function specArgs(
   mode: string | undefined,
   draftMax: string | undefined,
   draftModel: string | undefined,
-): { speculative?: 'draft' | { mode: 'ngram'; draftMax?: number }; draftModelPath?: string } {
+): { speculative?: 'draft' | { mode: 'ngram' | 'mtp'; draftMax?: number }; draftModelPath?: string } {
   if ((mode === 'draft') !== (draftModel !== undefined)) throw new UsageError('--spec draft and --draft-model PATH go together');
   if (mode === undefined || mode === 'off') {
     if (draftMax !== undefined) throw new UsageError('--spec-draft-max needs --spec ngram');
@@ -56,9 +56,9 @@ export function specArgs(
     if (draftMax !== undefined) throw new UsageError('--spec-draft-max applies to --spec ngram');
     return { speculative: 'draft', draftModelPath: draftModel! };
   }
-  if (mode !== 'ngram') throw new UsageError(`--spec must be ngram, draft or off, not ${JSON.stringify(mode)}`);
+  if (mode !== 'ngram' && mode !== 'mtp') throw new UsageError(`--spec must be ngram, draft, mtp or off, not ${JSON.stringify(mode)}`);
   const n = intArg(draftMax, 'spec-draft-max', 1);
-  return { speculative: { mode: 'ngram', ...(n !== undefined ? { draftMax: n } : {}) } };
+  return { speculative: { mode, ...(n !== undefined ? { draftMax: n } : {}) } };
 }
 
 /** --rpc host:port,host:port */

@@ -42,11 +42,13 @@ Options:
       --deterministic       Logits independent of batching, cache tiers and concurrency (same
                             model, CPU variant and thread count; slower prefill): docs/determinism.md
       --spec MODE           Speculative decoding: ngram (drafts looked up in the prompt and
-                            output), draft (greedy drafts of --draft-model) or off (default);
+                            output), draft (greedy drafts of --draft-model), mtp (the model's
+                            own multi-token-prediction block: GLM-4.5+, DeepSeek-V3, ...)
+                            or off (default);
                             verified in the decode batch, same output; a request opts out
                             with "speculative": false
       --draft-model PATH    With --spec draft: a small model with the same vocabulary
-      --spec-draft-max N    With --spec ngram: draft tokens per verification (default 12)
+      --spec-draft-max N    With --spec ngram or mtp: draft tokens per verification (default 12)
       --store PATH          SQLite file of the tool-call store (default: in memory)
       --chat-template FILE  Jinja chat template replacing the model's own
       --max-body BYTES      Largest accepted request body (default 4194304)

@@ -92,9 +92,18 @@ export async function handleCompletions(req: IncomingMessage, res: ServerRespons
   const created = Math.floor(Date.now() / 1000);
   const fingerprint = `llamux-${service.fingerprint.slice(0, 12)}`;
   const echo = body.echo ? prompt.text : '';
-  const usageOf = (results: { promptTokens: number; generatedTokens: number; reusedTokens: number }[]) => {
+  const usageOf = (results: { promptTokens: number; generatedTokens: number; reusedTokens: number; timings: { draftedTokens: number; acceptedTokens: number } }[]) => {
     const completion = results.reduce((a, r) => a + r.generatedTokens, 0);
-    const u = { prompt_tokens: results[0]!.promptTokens, completion_tokens: completion, total_tokens: results[0]!.promptTokens + completion, prompt_tokens_details: { cached_tokens: results[0]!.reusedTokens } };
+    const drafted = results.reduce((a, r) => a + r.timings.draftedTokens, 0);
+    const accepted = results.reduce((a, r) => a + r.timings.acceptedTokens, 0);
+    const u = {
+      prompt_tokens: results[0]!.promptTokens,
+      completion_tokens: completion,
+      total_tokens: results[0]!.promptTokens + completion,
+      prompt_tokens_details: { cached_tokens: results[0]!.reusedTokens },
+      // speculative decoding (--spec): the predicted-output counters, as in chat completions
+      ...(drafted > 0 ? { completion_tokens_details: { accepted_prediction_tokens: accepted, rejected_prediction_tokens: drafted - accepted } } : {}),
+    };
     return fitted.truncatedTokens > 0 ? { ...u, truncated_tokens: fitted.truncatedTokens } : u;
   };
   const record = (r: Awaited<Generation['result']>) =>

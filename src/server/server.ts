@@ -92,9 +92,10 @@ export interface ServerOptions {
   deterministic?: boolean;
   /**
    * Speculative decoding (ContextOptions.speculative, issue 27): 'ngram', 'draft' (with
-   * `draftModelPath`) or the context's options; requests opt out with `"speculative": false`.
+   * `draftModelPath`), 'mtp' (the model's own multi-token-prediction block: a model the server
+   * loads gets `{ mtp: true }`) or the context's options; requests opt out with `"speculative": false`.
    */
-  speculative?: false | 'ngram' | 'draft' | SpeculativeOptions;
+  speculative?: false | 'ngram' | 'draft' | 'mtp' | SpeculativeOptions;
   /** The draft model for `speculative: 'draft'` (same vocabulary), loaded and owned by the server. */
   draftModelPath?: string;
   /** SQLite file of the tool-call store (default: in memory, lost on close). */
@@ -128,7 +129,7 @@ const ServerOptionsSchema = z
     apiKey: z.union([z.string().min(1, 'an API key must not be empty'), z.array(z.string().min(1, 'an API key must not be empty')).min(1)]).optional(),
     allowedHosts: z.array(z.string().min(1)).default([]),
     isolateTenants: z.boolean().default(false),
-    speculative: z.union([z.literal(false), z.literal('ngram'), z.literal('draft'), SpeculativeOptionsSchema]).optional(),
+    speculative: z.union([z.literal(false), z.literal('ngram'), z.literal('draft'), z.literal('mtp'), SpeculativeOptionsSchema]).optional(),
     draftModelPath: z.string().min(1).optional(),
     headersTimeoutMs: z.number().int().positive().default(10_000),
     requestTimeoutMs: z.number().int().positive().default(60_000),
@@ -232,6 +233,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     ...(o.onProgress ? { onProgress: o.onProgress } : {}),
     ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
     fit: { contextSize: o.ctx, sequences: o.parallel },
+    ...(o.speculative === 'mtp' || (typeof o.speculative === 'object' && o.speculative.mode === 'mtp') ? { mtp: true } : {}),
   }));
   let context: Context | undefined;
   let store: ToolCallStore | undefined;
@@ -243,7 +245,11 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     }
     if (o.draftModelPath !== undefined) draftModel = await loadModel(o.draftModelPath);
     const speculative: SpeculativeOptions | undefined =
-      o.speculative === 'draft' ? { mode: 'draft', model: draftModel! } : o.speculative === 'ngram' ? { mode: 'ngram' } : o.speculative || undefined;
+      o.speculative === 'draft'
+        ? { mode: 'draft', model: draftModel! }
+        : o.speculative === 'ngram' || o.speculative === 'mtp'
+          ? { mode: o.speculative }
+          : o.speculative || undefined;
     context = await model.createContext({
       // gpuLayers 'auto' may shrink the context (not below 4096) to keep every layer on the GPU.
       contextSize: owned ? (model.fit?.contextSize ?? o.ctx) : o.ctx,

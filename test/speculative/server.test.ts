@@ -8,6 +8,7 @@ import { loadModel, type Model } from '../../src/index.js';
 import { createServer, type LlamuxServer } from '../../src/server/index.js';
 import { ANSWER, QUESTION, WEATHER_RESULT, ensureChatModels } from '../server/fixtures.js';
 import { projectRoot } from '../helpers/paths.js';
+import { zooModels } from '../helpers/zoo.js';
 
 interface Completion {
   choices: Array<{ message: { content: string | null }; finish_reason: string }>;
@@ -108,6 +109,35 @@ describe('llamux server with speculative: draft', () => {
   });
 });
 
+describe('llamux server with speculative: mtp', () => {
+  it("loads the model's MTP block, drafts with it, and answers exactly as without speculation", async () => {
+    const glm = (await zooModels(['glm4moe'])).glm4moe;
+    // the zoo model's head makes a draft step cost about a decode step: a real model's cost
+    const server = await createServer({ modelPath: glm.path, port: 0, ctx: 2048, parallel: 1, threads: 1, markers: false, speculative: { mode: 'mtp', draftCost: 0.05 } });
+    try {
+      expect(server.model.metadata.mtpLoaded).toBe(true);
+      expect(server.context.settings.speculative).toBe('mtp');
+      const complete = async (extra: Record<string, unknown>): Promise<{ choices: Array<{ text: string }>; usage: Completion['usage'] }> => {
+        const res = await fetch(`${server.url}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'x', prompt: ' river stone cloud garden silver window', max_tokens: 40, temperature: 0, ...extra }),
+        });
+        expect(res.status).toBe(200);
+        return (await res.json()) as { choices: Array<{ text: string }>; usage: Completion['usage'] };
+      };
+      const spec = await complete({});
+      const plain = await complete({ speculative: false });
+      expect(spec.choices[0]!.text).toBe(plain.choices[0]!.text);
+      expect(spec.usage.completion_tokens).toBe(40);
+      expect(spec.usage.completion_tokens_details!.accepted_prediction_tokens).toBeGreaterThan(20);
+      expect(spec.usage.completion_tokens_details!.rejected_prediction_tokens).toBe(0);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('llamux serve --spec', () => {
   function cli(args: string[]): Promise<{ code: number | null; stderr: string }> {
     return new Promise((resolve, reject) => {
@@ -126,7 +156,7 @@ describe('llamux serve --spec', () => {
       cli(['serve', '--model', 'x', '--spec-draft-max', '4']),
     ]);
     expect(bogus.code).toBe(2);
-    expect(bogus.stderr).toMatch(/--spec must be ngram, draft or off/);
+    expect(bogus.stderr).toMatch(/--spec must be ngram, draft, mtp or off/);
     expect(draft.code).toBe(2);
     expect(draft.stderr).toMatch(/--spec draft and --draft-model PATH go together/);
     expect(orphan.code).toBe(2);
