@@ -24,6 +24,7 @@ import { loadModel, setLogger, type Context, type ContextOptions, type Model } f
 import { runRaw } from '../drivers/raw.js';
 import { llamaServerBinary, startLlamaServer } from '../drivers/llama-server.js';
 import { nlcSpeculative } from '../drivers/node-llama-cpp.js';
+import { runMtpBench } from './speculative-mtp.js';
 import { benchDir } from '../models.js';
 import { progress, progressDone, table, writeResult, type Row } from '../report.js';
 import { fmtSpread, pairedRatio, ratio, repeat, spread, type Spread } from '../stats.js';
@@ -336,6 +337,8 @@ export async function runSpeculativeBench(opts: SpeculativeBenchOptions = {}): P
     for (const d of drafts.values()) await d.dispose();
     await model.dispose();
   }
+  // the model's own MTP block (LLAMUX_BENCH_SPEC_MTP=0 leaves it out)
+  if (process.env.LLAMUX_BENCH_SPEC_MTP !== '0') json.mtp = await runMtpBench(threads, runs, opts.quick ? [0.95] : levels);
   progressDone();
   out.push(`results: ${writeResult('speculative', json)}`);
   return out.join('\n');

@@ -58,8 +58,10 @@ export {
 } from './random.js';
 export type { LlamaShape, RandomModelInfo, RandomModelOptions, RandomModelPreset } from './random.js';
 export {
+  buildFamilySpec,
   buildZooSpec,
   CODE_BITS,
+  glm4moeFamilyWith,
   ensureZooModels,
   writeZooModel,
   ZOO_ARCHITECTURES,
@@ -71,6 +73,7 @@ export {
 export type {
   BuiltZooModel,
   EnsureZooModelsOptions,
+  Glm4moeDims,
   ZooArchitecture,
   ZooFamily,
   ZooModelDescription,

@@ -32,6 +32,7 @@ import { llamaFamily } from './llama.js';
 import { qwen35Family, qwen35moeFamily, qwen3Family } from './qwen.js';
 
 export type { ZooArchitecture, ZooFamily } from './family.js';
+export { glm4moeFamilyWith, type Glm4moeDims } from './glm4moe.js';
 export { CODE_BITS, zooGreedyChain, zooSuccessor } from './builder.js';
 export type { ZooScales, ZooSuccessors, ZooVocabSource } from './builder.js';
 
@@ -114,7 +115,11 @@ export interface BuiltZooModel {
 
 /** Builds the GGUF content of a zoo model (reads the vocabulary and template files). */
 export async function buildZooSpec(arch: ZooArchitecture, options: ZooModelOptions): Promise<BuiltZooModel> {
-  const f = zooFamily(arch);
+  return buildFamilySpec(zooFamily(arch), options);
+}
+
+/** {@link buildZooSpec} for a family declared elsewhere (a benchmark's larger shapes). */
+export async function buildFamilySpec(f: ZooFamily, options: ZooModelOptions): Promise<BuiltZooModel> {
   const seed = options.seed ?? 1;
   const scales: ZooScales = { ...DEFAULT_SCALES, ...f.scales, ...options.scales };
   const vocab = await loadZooVocab(options.vocabDir, f.vocab);
@@ -178,8 +183,8 @@ export async function buildZooSpec(arch: ZooArchitecture, options: ZooModelOptio
  * @example
  * const d = await writeZooModel('qwen35', '.cache/zoo/qwen35.gguf', { vocabDir: '.cache/llama.cpp-models' });
  */
-export async function writeZooModel(arch: ZooArchitecture, path: string, options: ZooModelOptions): Promise<ZooModelDescription> {
-  const built = await buildZooSpec(arch, options);
+export async function writeZooModel(arch: ZooArchitecture | ZooFamily, path: string, options: ZooModelOptions): Promise<ZooModelDescription> {
+  const built = await buildFamilySpec(typeof arch === 'string' ? zooFamily(arch) : arch, options);
   const layout = await writeGgufFile(path, built.spec);
   return { ...built.description, path, fileSize: layout.fileSize };
 }
@@ -204,7 +209,7 @@ async function cacheKey(arch: ZooArchitecture, options: ZooModelOptions): Promis
     }),
   );
   // the generator's own source text, so an edited generator regenerates without a version bump
-  h.update([buildZooSpec, successorTensors, successorCodes, chooseSuccessors, loadZooVocab, ZooBuilder, mtpEmbedding].map(String).join('\n'));
+  h.update([buildZooSpec, buildFamilySpec, successorTensors, successorCodes, chooseSuccessors, loadZooVocab, ZooBuilder, mtpEmbedding].map(String).join('\n'));
   // the family's declaration, its builder's source text included
   h.update(JSON.stringify(f, (_k, v: unknown) => (typeof v === 'function' ? String(v) : v)));
   h.update(await readFile(join(options.vocabDir, f.vocab.file)));
