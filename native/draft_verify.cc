@@ -54,6 +54,7 @@ void Scheduler::PlanDrafts() {
     }
     size_t ctxLeft = sequenceContextSize_ > r.nPast + 2 ? sequenceContextSize_ - r.nPast - 2 : 0;
     maxLen = std::min(maxLen, ctxLeft);
+    if (!canTruncate_) maxLen = std::min<size_t>(maxLen, rollback_);  // rolled back from snapshots
     if (maxLen == 0) continue;
     if (draft_ || mtp_) {
       modelDrafts.push_back(&r);

@@ -31,6 +31,7 @@ bool MtpDraft::Start(llama_model *model, llama_context *target, uint32_t context
                      std::string *error) {
   target_ = target;
   vocab_ = llama_model_get_vocab(model);
+  partialMemory_ = llama_model_is_recurrent(model) || llama_model_is_hybrid(model);
   llama_context_params cp = llama_context_default_params();
   cp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
   cp.n_ctx = contextSize;
@@ -147,6 +148,12 @@ void MtpDraft::Observe(const llama_batch &tb, const std::vector<Request *> &memb
   if (ctx_ == nullptr) return;
   const float *h = llama_get_embeddings_nextn(target_);
   if (h == nullptr) return;
+  // A recurrent/hybrid memory splits a batch of several sequences into equal per-sequence
+  // chunks, and the h rows come out in that order, not the batch's: from such a batch they are
+  // not used (the block then drafts from the tokens alone until the next batch of one sequence).
+  bool oneSequence = true;
+  for (int32_t k = 1; k < tb.n_tokens && oneSequence; k++) oneSequence = tb.seq_id[k][0] == tb.seq_id[0][0];
+  const bool trustH = !partialMemory_ || oneSequence;
   for (Request *rp : members) {
     const Request &r = *rp;
     const int32_t first = r.tick.first;
@@ -159,13 +166,15 @@ void MtpDraft::Observe(const llama_batch &tb, const std::vector<Request *> &memb
     // rows already in the block's KV (the pending token, decoded by the last Draft) stay
     int32_t from = m.end + static_cast<int32_t>(m.bufTok.size());
     for (int32_t q = from; q < committed; q++) {
-      const float *hPrev = q - 1 >= pos0 ? h + static_cast<size_t>(first + q - 1 - pos0) * nEmbd_ : HBefore(m, q);
+      const float *hPrev = !trustH          ? zeros_.data()
+                           : q - 1 >= pos0 ? h + static_cast<size_t>(first + q - 1 - pos0) * nEmbd_
+                                           : HBefore(m, q);
       m.bufTok.push_back(r.tokens[static_cast<size_t>(q)]);
       m.bufH.insert(m.bufH.end(), hPrev, hPrev + nEmbd_);
     }
     const float *hLast = h + static_cast<size_t>(first + committed - 1 - pos0) * nEmbd_;
     m.lastH.assign(hLast, hLast + nEmbd_);
-    m.lastPos = committed - 1;
+    m.lastPos = trustH ? committed - 1 : -1;
   }
   if (!FlushBuffers(kFlushRows)) Fail();
 }

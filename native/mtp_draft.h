@@ -84,6 +84,7 @@ class MtpDraft {
   int32_t capacity_ = 0;
   int32_t nEmbd_ = 0;
   double stepCost_ = 1.0;
+  bool partialMemory_ = false;  // the target's memory is recurrent/hybrid (batches split by sequence)
   std::vector<Mirror> mirrors_;
   std::vector<float> zeros_;
 };

@@ -57,6 +57,12 @@ bool Scheduler::Start(std::string *error) {
   if (cfg_.kvTypeK >= 0) cp.type_k = static_cast<ggml_type>(cfg_.kvTypeK);
   if (cfg_.kvTypeV >= 0) cp.type_v = static_cast<ggml_type>(cfg_.kvTypeV);
   cp.no_perf = true;
+  // Speculation on a recurrent/hybrid memory: llama.cpp keeps a snapshot of the recurrent state
+  // after each of the last decode's trailing tokens, so the rejected draft cells can be rolled
+  // back (architectures that support it; llama_n_rs_seq says 0 otherwise). Each snapshot is a
+  // copy of the sequence's recurrent state: drafts on such models stop at kMaxRollback tokens.
+  const bool partialMemory = llama_model_is_recurrent(model_) || llama_model_is_hybrid(model_);
+  if (cfg_.spec.mode != 0 && partialMemory) cp.n_rs_seq = std::min<uint32_t>(cfg_.spec.draftMax, kMaxRollback);
   cp.abort_callback = &Scheduler::AbortCallback;
   cp.abort_callback_data = this;
   try {
@@ -97,10 +103,12 @@ bool Scheduler::Start(std::string *error) {
   // checkpoints (Sequence). A sliding-window cache without swa_full forgets what falls out of
   // the window: whole states only (no checkpoints: a sequence extends, or is recomputed).
   bool swaLimited = !cfg_.swaFull && llama_model_n_swa(model_) > 0;
-  canTruncate_ = !llama_model_is_recurrent(model_) && !llama_model_is_hybrid(model_) && !swaLimited;
+  canTruncate_ = !partialMemory && !swaLimited;
+  rollback_ = partialMemory && !swaLimited ? llama_n_rs_seq(ctx_) : 0;
   // Speculative decoding drops rejected draft cells from a sequence's tail: only memories that
-  // can do that speculate (a recurrent state would need a checkpoint per drafted token).
-  if (cfg_.spec.mode == 2 && canTruncate_) {
+  // can do that speculate (a recurrent state rolls back to llama.cpp's per-token snapshots).
+  const bool canDropDrafts = canTruncate_ || rollback_ > 0;
+  if (cfg_.spec.mode == 2 && canDropDrafts) {
     draft_ = std::make_unique<DraftModel>();
     std::string why;
     if (!draft_->Start(cfg_.spec.draftModel, model_, cfg_.contextSize, cfg_.sequences, cp.n_threads, &why)) {
@@ -113,7 +121,7 @@ bool Scheduler::Start(std::string *error) {
       return false;
     }
   }
-  if (cfg_.spec.mode == 3 && canTruncate_) {
+  if (cfg_.spec.mode == 3 && canDropDrafts) {
     // The trunk's h rows are read by batch row: llama.cpp keeps a batch's order only with one
     // KV stream (a unified KV).
     std::string why = cfg_.unifiedKv ? "" : "it needs a unified KV (unifiedKv true)";
@@ -132,16 +140,17 @@ bool Scheduler::Start(std::string *error) {
     if (cfg_.spec.draftCost <= 0) cfg_.spec.draftCost = mtp_->StepCost();
   }
   if (cfg_.spec.mode != 0) {
-    spec_.on = canTruncate_ && cfg_.spec.draftMax > 0;
-    if (!canTruncate_) {
+    spec_.on = canDropDrafts && cfg_.spec.draftMax > 0;
+    if (!canDropDrafts) {
       spec_.off = swaLimited ? "a window-only sliding-window cache (swaFull false) cannot drop rejected draft tokens"
-                             : "a recurrent or hybrid memory cannot drop rejected draft tokens (its state has no per-token history)";
+                             : "this recurrent or hybrid architecture has no rollback snapshots in llama.cpp (its state has no per-token history)";
     }
   }
   sequences_.reserve(cfg_.sequences);
   for (uint32_t i = 0; i < cfg_.sequences; i++) {
     sequences_.emplace_back(ctx_, static_cast<int32_t>(i));
     sequences_.back().SetMaxCheckpoints(cfg_.prefixCache ? cfg_.checkpoints : 0);
+    sequences_.back().SetDraftRollback(rollback_ > 0);
   }
   std::unique_ptr<RamTier> ram;
   std::unique_ptr<DiskTier> disk;

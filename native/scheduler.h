@@ -187,6 +187,8 @@ class Scheduler {
   static constexpr int64_t kPoolsPauseMs = 5;
   uint32_t sequenceContextSize_ = 0;
   bool canTruncate_ = true;
+  uint32_t rollback_ = 0;  // recurrent/hybrid memory: draft tokens llama.cpp can roll back (n_rs_seq)
+  static constexpr uint32_t kMaxRollback = 7;  // snapshots of the recurrent state per sequence
 
   // Commands from JS.
   std::mutex mu_;

@@ -221,7 +221,7 @@ void Sequence::DropUncommitted() {
 
 bool Sequence::AcceptDraft(const llama_token *tokens, size_t accepted) {
   Append(tokens, accepted);
-  if (partial_ || !llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(tokens_.size()), -1)) {
+  if ((partial_ && !draftRollback_) || !llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(tokens_.size()), -1)) {
     Clear();
     return false;
   }

@@ -86,8 +86,10 @@ class Sequence {
   void DropUncommitted();
   // Speculative decoding: a verification decode put draft cells past Size(); the first
   // `accepted` (their tokens) join the list, the others leave the KV. False (and cleared) when
-  // the memory could not drop them; callers read Size() afterwards.
+  // the memory could not drop them; callers read Size() afterwards. A recurrent/hybrid memory
+  // drops them through llama.cpp's rollback snapshots (the context's n_rs_seq) when it has them.
   bool AcceptDraft(const llama_token *tokens, size_t accepted);
+  void SetDraftRollback(bool on) { draftRollback_ = on; }
 
   // ---- checkpoints (recurrent/hybrid memories) -------------------------------------------
   static constexpr size_t kMaxCheckpoints = 4;  // the default of ContextConfig::checkpoints
@@ -149,6 +151,7 @@ class Sequence {
   std::vector<llama_token> tokens_;
   std::string session_;
   bool partial_ = false;  // recurrent/hybrid memory: checkpoints instead of seq_rm of a tail
+  bool draftRollback_ = false;  // ... except the last decode's draft cells (n_rs_seq snapshots)
   std::vector<Checkpoint> ckpts_;  // ascending pos
   size_t maxCkpts_ = kMaxCheckpoints;
 };

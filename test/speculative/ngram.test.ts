@@ -383,7 +383,7 @@ describe('speculative: options and memories', () => {
     await ctx.dispose();
   });
 
-  it('a hybrid (recurrent) memory does not speculate and says why', async () => {
+  it('a hybrid memory without rollback snapshots in llama.cpp (granitehybrid) does not speculate and says why', async () => {
     const d = (await zooModels(['granitehybrid']))['granitehybrid'];
     const m = await loadModel(d.path);
     try {
