@@ -199,3 +199,49 @@ describe('speculative: multi-token prediction (MTP) blocks', () => {
     await ctx.dispose();
   });
 });
+
+describe('speculative: the MTP block of a hybrid model (qwen35: rollback snapshots)', () => {
+  it('drafts with the block, rolls rejected drafts back, and writes what a context without speculation writes', async () => {
+    const q = (await zooModels(['qwen35'])).qwen35;
+    const m = await loadModel(q.path, { mtp: true });
+    const ref = await loadModel(q.path);
+    try {
+      expect(m.metadata.isHybrid).toBe(true);
+      expect(m.metadata.mtpLayers).toBe(1);
+      const ctx = await m.createContext({ ...BASE, contextSize: 4096, sequences: 2, speculative: SPEC });
+      const base = await ref.createContext({ ...BASE, contextSize: 4096, sequences: 2 });
+      expect(ctx.settings.speculative).toBe('mtp');
+      const t = (text: string): number[] => Array.from(m.tokenize(text, { addSpecial: false }));
+      const prompts = [t(' ' + words(40, 1)), t(' ' + words(11, 2))];
+      const got = await Promise.all(prompts.map((prompt) => ctx.complete({ prompt, temperature: 0, maxTokens: 60, emitTokenIds: true })));
+      for (let k = 0; k < 2; k++) {
+        expect(ids(got[k]!)).toEqual(zooGreedyChain(q.successors, prompts[k]!.at(-1)!, 60));
+        expect(got[k]!.timings.acceptedTokens).toBeGreaterThan(20);
+      }
+      // sampled: drafts are rejected, the recurrent state rolls back, the tokens are the plain run's
+      let rejected = 0;
+      for (let seed = 1; seed <= 6; seed++) {
+        const o = { prompt: prompts[0]!, temperature: 2, topK: 0, topP: 1, minP: 0, seed, maxTokens: 40, emitTokenIds: true } as const;
+        const r = await ctx.complete(o);
+        expect(ids(r)).toEqual(ids(await base.complete(o)));
+        rejected += r.timings.draftedTokens - r.timings.acceptedTokens;
+      }
+      expect(rejected).toBeGreaterThan(0);
+      // a session's second turn continues the rolled-back state
+      const chat = ctx.createSession();
+      const t1 = await chat.generate({ prompt: prompts[1]!, temperature: 0, maxTokens: 20, emitTokenIds: true }).result;
+      const more = t(' ' + words(3, 5));
+      const t2 = await chat.continue(more, { temperature: 0, maxTokens: 20, emitTokenIds: true }).result;
+      expect(ids(t1)).toEqual(zooGreedyChain(q.successors, prompts[1]!.at(-1)!, 20));
+      expect(ids(t2)).toEqual(zooGreedyChain(q.successors, more.at(-1)!, 20));
+      await chat.end();
+      await ctx.dispose();
+      await base.dispose();
+      await new Promise((r) => setTimeout(r, 50));
+      expect(unexpectedErrors()).toEqual([]);
+    } finally {
+      await m.dispose();
+      await ref.dispose();
+    }
+  }, 120_000);
+});

@@ -147,6 +147,28 @@ function qwen35Common(b: ZooBuilder, moe: boolean): void {
       b.rand(`${p}.ffn_gate.weight`, [E, nFf]).rand(`${p}.ffn_up.weight`, [E, nFf]).rand(`${p}.ffn_down.weight`, [nFf, E]);
     }
   }
+  if (!moe) {
+    // Qwen3.5's MTP block (as its GGUFs ship it): a gated full-attention layer and an FFN after
+    // [enorm(embd(token)) ; hnorm(h)] -> eh_proj, which passes the token's embedding through
+    // (the block predicts the trunk's next token: glm4moe.ts says why).
+    const p = `blk.${nLayer}`;
+    b.kv('nextn_predict_layers', val.u32(1))
+      .fill(`${p}.attn_norm.weight`, [E])
+      .fill(`${p}.post_attention_norm.weight`, [E])
+      .rand(`${p}.attn_q.weight`, [E, head * nHead * 2])
+      .rand(`${p}.attn_k.weight`, [E, head * nKv])
+      .rand(`${p}.attn_v.weight`, [E, head * nKv])
+      .rand(`${p}.attn_output.weight`, [head * nHead, E])
+      .fill(`${p}.attn_q_norm.weight`, [head])
+      .fill(`${p}.attn_k_norm.weight`, [head])
+      .rand(`${p}.ffn_gate.weight`, [E, nFf])
+      .rand(`${p}.ffn_up.weight`, [E, nFf])
+      .rand(`${p}.ffn_down.weight`, [nFf, E])
+      .fill(`${p}.nextn.enorm.weight`, [E])
+      .fill(`${p}.nextn.hnorm.weight`, [E])
+      .fill(`${p}.nextn.shared_head_norm.weight`, [E])
+      .values(`${p}.nextn.eh_proj.weight`, [2 * E, E], (k) => (k % (2 * E) === Math.floor(k / (2 * E)) ? 1 : 0));
+  }
 }
 
 const QWEN35_VOCAB: ZooVocabSource = { file: 'ggml-vocab-qwen35.gguf', overlay: QWEN3_ADDED, eos: '<|im_end|>' };
@@ -164,7 +186,8 @@ export const qwen35Family: ZooFamily = {
   note: QWEN35_NOTE,
   embdType: 'F16',
   outputType: 'Q8_0',
-  dims: `${Q35_DIMS}, n_ff 128`,
+  dims: `${Q35_DIMS}, n_ff 128; 1 MTP block`,
+  mtp: { layers: 1, embedding: `blk.${Q35.nLayer}.nextn.embed_tokens.weight` },
   build: (b) => qwen35Common(b, false),
 };
 
