@@ -131,3 +131,33 @@ export async function streamTokenCompletion(openai: OpenAI, prompt: ArrayLike<nu
   }
   return { tokenTimesMs: times, ttftMs: times[0] ?? NaN, totalMs: performance.now() - t0, prefilledTokens: prefilled };
 }
+
+/** One greedy `/completion` of a token prompt on a fresh llama-server (one slot, `extraArgs` added), after a warm-up run: its decode tok/s and draft counters from its own timings, and whether it wrote `expect`. */
+export async function llamaServerGreedyRun(
+  bin: string,
+  model: string,
+  prompt: number[],
+  expect: number[],
+  threads: number,
+  extraArgs: string[],
+): Promise<{ decode: number; drafted: number; accepted: number; exact: boolean }> {
+  const srv = await startLlamaServer(bin, model, { ctx: prompt.length + expect.length + 64, parallel: 1, threads, extraArgs });
+  try {
+    const body = { prompt, n_predict: expect.length, temperature: 0, cache_prompt: false, ignore_eos: true, return_tokens: true };
+    const once = async () => (await (await fetch(`${srv.url}/completion`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()) as {
+      tokens?: number[];
+      timings?: { predicted_per_second?: number; draft_n?: number; draft_n_accepted?: number };
+    };
+    await once(); // warm-up: graphs of every batch shape
+    const r = await once();
+    const tokens = r.tokens ?? [];
+    return {
+      decode: r.timings?.predicted_per_second ?? NaN,
+      drafted: r.timings?.draft_n ?? 0,
+      accepted: r.timings?.draft_n_accepted ?? 0,
+      exact: tokens.length === expect.length && tokens.every((t, i) => t === expect[i]),
+    };
+  } finally {
+    await srv.close();
+  }
+}

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { packageRoot } from '../../src/binding.js';
 import { glm4moeFamilyWith, writeZooModel, zooGreedyChain, type ZooModelDescription } from '../../src/gguf/index.js';
 import { loadModel, type Context, type Model } from '../../src/index.js';
-import { llamaServerBinary, startLlamaServer } from '../drivers/llama-server.js';
+import { llamaServerBinary, llamaServerGreedyRun } from '../drivers/llama-server.js';
 import { runRaw } from '../drivers/raw.js';
 import { benchDir } from '../models.js';
 import { progress, progressDone, table, type Row } from '../report.js';
@@ -49,29 +49,6 @@ async function measure(ctx: Context, prompt: number[], expect: number[]): Promis
     accepted: r.timings.acceptedTokens,
     exact: tokens.length === expect.length && tokens.every((t, i) => t === expect[i]),
   };
-}
-
-async function measureLlamaServer(bin: string, path: string, prompt: number[], expect: number[], threads: number, mtp: boolean): Promise<Measured> {
-  const extraArgs = mtp ? ['--spec-type', 'draft-mtp'] : [];
-  const srv = await startLlamaServer(bin, path, { ctx: prompt.length + expect.length + 64, parallel: 1, threads, extraArgs });
-  try {
-    const body = { prompt, n_predict: expect.length, temperature: 0, cache_prompt: false, ignore_eos: true, return_tokens: true };
-    const once = async () => (await (await fetch(`${srv.url}/completion`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()) as {
-      tokens?: number[];
-      timings?: { predicted_per_second?: number; draft_n?: number; draft_n_accepted?: number };
-    };
-    await once(); // warm-up: graphs of every batch shape
-    const r = await once();
-    const tokens = r.tokens ?? [];
-    return {
-      decode: r.timings?.predicted_per_second ?? NaN,
-      drafted: r.timings?.draft_n ?? 0,
-      accepted: r.timings?.draft_n_accepted ?? 0,
-      exact: tokens.length === expect.length && tokens.every((t, i) => t === expect[i]),
-    };
-  } finally {
-    await srv.close();
-  }
 }
 
 /** The MTP table of `--suite speculative` (printed), and its figures for the result file. */
@@ -114,8 +91,8 @@ export async function runMtpBench(threads: number, runs: number, levels: readonl
       if (ls.path) {
         progress(`speculative: llama-server, ${name}`);
         const lsRuns = await repeat(runs, async () => {
-          const plain = await measureLlamaServer(ls.path!, d.path, prompt, expect, threads, false);
-          const spec = await measureLlamaServer(ls.path!, d.path, prompt, expect, threads, true);
+          const plain = await llamaServerGreedyRun(ls.path!, d.path, prompt, expect, threads, []);
+          const spec = await llamaServerGreedyRun(ls.path!, d.path, prompt, expect, threads, ['--spec-type', 'draft-mtp']);
           return { plain: plain.decode, spec: spec.decode, acceptance: spec.drafted > 0 ? spec.accepted / spec.drafted : 0, exact: plain.exact && spec.exact ? 1 : 0 };
         });
         const ex = lsRuns.exact.min === 1;

@@ -22,7 +22,7 @@ import { buildScriptedModel, encodeGguf, sp, SPACE, writeBytesAtomic, type Scrip
 import { Prng } from '../../src/gguf/prng.js';
 import { loadModel, setLogger, type Context, type ContextOptions, type Model } from '../../src/index.js';
 import { runRaw } from '../drivers/raw.js';
-import { llamaServerBinary, startLlamaServer } from '../drivers/llama-server.js';
+import { llamaServerBinary, llamaServerGreedyRun } from '../drivers/llama-server.js';
 import { nlcSpeculative } from '../drivers/node-llama-cpp.js';
 import { runMtpBench } from './speculative-mtp.js';
 import { benchDir } from '../models.js';
@@ -191,25 +191,7 @@ async function measure(ctx: Context, prompt: number[], expect: number[], n: numb
  */
 async function measureLlamaServer(bin: string, target: string, prompt: number[], expect: number[], threads: number, spec: 'none' | 'ngram' | { draft: string }): Promise<Measured> {
   const extraArgs = spec === 'none' ? [] : spec === 'ngram' ? ['--spec-type', 'ngram-simple'] : ['-md', spec.draft, '--spec-type', 'draft-simple', '-td', String(threads), '-tbd', String(threads)];
-  const srv = await startLlamaServer(bin, target, { ctx: prompt.length + expect.length + 64, parallel: 1, threads, extraArgs });
-  try {
-    const body = { prompt, n_predict: expect.length, temperature: 0, cache_prompt: false, ignore_eos: true, return_tokens: true };
-    const once = async () => (await (await fetch(`${srv.url}/completion`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()) as {
-      tokens?: number[];
-      timings?: { predicted_per_second?: number; draft_n?: number; draft_n_accepted?: number };
-    };
-    await once(); // warm-up: graphs of every batch shape
-    const r = await once();
-    const tokens = r.tokens ?? [];
-    return {
-      decode: r.timings?.predicted_per_second ?? NaN,
-      drafted: r.timings?.draft_n ?? 0,
-      accepted: r.timings?.draft_n_accepted ?? 0,
-      exact: tokens.length === expect.length && tokens.every((t, i) => t === expect[i]),
-    };
-  } finally {
-    await srv.close();
-  }
+  return llamaServerGreedyRun(bin, target, prompt, expect, threads, extraArgs);
 }
 
 export async function runSpeculativeBench(opts: SpeculativeBenchOptions = {}): Promise<string> {
