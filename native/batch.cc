@@ -17,13 +17,8 @@ Batch::~Batch() {
 void Batch::Add(Request &r, size_t count, bool wantLogits) {
   r.tick.first = batch_.n_tokens;
   for (size_t i = 0; i < count; i++) {
-    int32_t k = batch_.n_tokens++;
     size_t pos = r.nPast + i;
-    batch_.token[k] = r.tokens[pos];
-    batch_.pos[k] = static_cast<llama_pos>(pos);
-    batch_.n_seq_id[k] = 1;
-    batch_.seq_id[k][0] = r.seq->Id();
-    batch_.logits[k] = (wantLogits && i + 1 == count) ? 1 : 0;
+    PushRow(batch_, r.tokens[pos], static_cast<llama_pos>(pos), r.seq->Id(), wantLogits && i + 1 == count);
   }
   r.tick.count = count;
   r.tick.logitIdx = wantLogits ? batch_.n_tokens - 1 : -1;
@@ -35,14 +30,7 @@ void Batch::Add(Request &r, size_t count, bool wantLogits) {
 // join the sequence in VerifyDraft (Sequence::AcceptDraft), rejected ones leave the KV.
 void Batch::AddDraft(Request &r) {
   const std::vector<llama_token> &draft = r.spec.draft;
-  for (size_t i = 0; i < draft.size(); i++) {
-    int32_t k = batch_.n_tokens++;
-    batch_.token[k] = draft[i];
-    batch_.pos[k] = static_cast<llama_pos>(r.nPast + 1 + i);
-    batch_.n_seq_id[k] = 1;
-    batch_.seq_id[k][0] = r.seq->Id();
-    batch_.logits[k] = 1;
-  }
+  for (size_t i = 0; i < draft.size(); i++) PushRow(batch_, draft[i], static_cast<llama_pos>(r.nPast + 1 + i), r.seq->Id(), true);
   if (!draft.empty()) drafts_ = true;
 }
 
@@ -116,13 +104,15 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
   return batch_.n_tokens > 0;
 }
 
-int32_t Batch::Decode() {
+int32_t GuardedDecode(llama_context *ctx, const llama_batch &b) {
   try {
-    return llama_decode(ctx_, batch_);
+    return llama_decode(ctx, b);
   } catch (const std::exception &) {
     return -100;
   }
 }
+
+int32_t Batch::Decode() { return GuardedDecode(ctx_, batch_); }
 
 void Batch::Commit() {
   for (Request *rp : members_) {

@@ -11,6 +11,21 @@
 
 namespace llamux {
 
+// Appends one token of one sequence to a llama_batch that has room for it; returns its row.
+inline int32_t PushRow(llama_batch &b, llama_token tok, llama_pos pos, llama_seq_id seq, bool logits) {
+  int32_t k = b.n_tokens++;
+  b.token[k] = tok;
+  b.pos[k] = pos;
+  b.n_seq_id[k] = 1;
+  b.seq_id[k][0] = seq;
+  b.logits[k] = logits ? 1 : 0;
+  return k;
+}
+
+// llama_decode, with a C++ exception thrown inside llama.cpp reported as -100 (never past the
+// engine thread).
+int32_t GuardedDecode(llama_context *ctx, const llama_batch &b);
+
 class Batch {
  public:
   Batch(llama_context *ctx, uint32_t capacity, uint32_t tickBudget);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "batch.h"
 #include "request_state.h"
 
 namespace llamux {
@@ -70,21 +71,10 @@ bool DraftModel::Start(llama_model *model, const llama_model *target, uint32_t c
 }
 
 void DraftModel::Add(Sequence &s, llama_token tok, size_t pos, bool logits) {
-  int32_t k = batch_.n_tokens++;
-  batch_.token[k] = tok;
-  batch_.pos[k] = static_cast<llama_pos>(pos);
-  batch_.n_seq_id[k] = 1;
-  batch_.seq_id[k][0] = s.Id();
-  batch_.logits[k] = logits ? 1 : 0;
+  PushRow(batch_, tok, static_cast<llama_pos>(pos), s.Id(), logits);
 }
 
-bool DraftModel::Decode() {
-  try {
-    return llama_decode(ctx_, batch_) == 0;
-  } catch (const std::exception &) {
-    return false;
-  }
-}
+bool DraftModel::Decode() { return GuardedDecode(ctx_, batch_) == 0; }
 
 void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<size_t> &maxLen) {
   const size_t n = reqs.size();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "batch.h"
 #include "request_state.h"
 
 namespace llamux {
@@ -199,20 +200,14 @@ void Embedder::Step(uint32_t maxTokens, bool decoding) {
         break;
       }
       const llama_seq_id seq = static_cast<llama_seq_id>(slots.size());
-      for (size_t k = 0; k < in.size(); k++) {
-        int32_t t = batch_.n_tokens++;
-        batch_.token[t] = in[k];
-        batch_.pos[t] = static_cast<llama_pos>(k);
-        batch_.n_seq_id[t] = 1;
-        batch_.seq_id[t][0] = seq;
-        batch_.logits[t] = 1;  // pooled embeddings need every token's output
-      }
+      // pooled embeddings need every token's output
+      for (size_t k = 0; k < in.size(); k++) PushRow(batch_, in[k], static_cast<llama_pos>(k), seq, true);
       slots.push_back({&j});  // a job's inputs take consecutive slots, in order
     }
     if (full) break;
   }
   if (slots.empty()) return;  // cannot happen: every input fits an empty batch (checked in Add)
-  int32_t ret = llama_decode(ctx, batch_);
+  int32_t ret = GuardedDecode(ctx, batch_);
   if (llama_memory_t mem = llama_get_memory(ctx)) llama_memory_clear(mem, true);
   std::vector<EmbedJob *> members;
   for (auto &s : slots) {

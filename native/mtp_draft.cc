@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "batch.h"
 #include "request_state.h"
 #include "thread_pools.h"
 
@@ -72,22 +73,11 @@ bool MtpDraft::Start(llama_model *model, llama_context *target, uint32_t context
 }
 
 void MtpDraft::AddRow(llama_token tok, int32_t pos, int32_t seq, const float *h, bool logits) {
-  int32_t k = batch_.n_tokens++;
-  batch_.token[k] = tok;
+  int32_t k = PushRow(batch_, tok, pos, seq, logits);
   std::memcpy(batch_.embd + static_cast<size_t>(k) * nEmbd_, h, sizeof(float) * static_cast<size_t>(nEmbd_));
-  batch_.pos[k] = pos;
-  batch_.n_seq_id[k] = 1;
-  batch_.seq_id[k][0] = seq;
-  batch_.logits[k] = logits ? 1 : 0;
 }
 
-bool MtpDraft::Decode() {
-  try {
-    return llama_decode(ctx_, batch_) == 0;
-  } catch (const std::exception &) {
-    return false;
-  }
-}
+bool MtpDraft::Decode() { return GuardedDecode(ctx_, batch_) == 0; }
 
 void MtpDraft::Fail() {
   llama_memory_clear(llama_get_memory(ctx_), true);
@@ -222,14 +212,12 @@ void MtpDraft::Draft(const std::vector<Request *> &reqs, const std::vector<size_
   if (rows > static_cast<size_t>(capacity_) && !FlushBuffers(0)) return Fail();
   batch_.n_tokens = 0;
   std::vector<int32_t> idx(n, -1);
-  std::vector<size_t> flushed(n, 0);
   for (size_t i = 0; i < n; i++) {
     Request &r = *reqs[i];
     const int32_t seq = r.seq->Id();
     Mirror &m = mirrors_[static_cast<size_t>(seq)];
     DropDrafts(m, seq);
     for (size_t k = 0; k < m.bufTok.size(); k++) AddRow(m.bufTok[k], m.end + static_cast<int32_t>(k), seq, m.bufH.data() + k * nEmbd_, false);
-    flushed[i] = m.bufTok.size();
     idx[i] = batch_.n_tokens;
     AddRow(r.tokens[r.nPast], static_cast<int32_t>(r.nPast), seq, HBefore(m, static_cast<int32_t>(r.nPast)), true);
   }
@@ -254,7 +242,10 @@ void MtpDraft::Draft(const std::vector<Request *> &reqs, const std::vector<size_
       if (!active[i]) continue;
       const float *logits = llama_get_logits_ith(ctx_, idx[i]);
       const float *hOut = llama_get_embeddings_nextn_ith(ctx_, idx[i]);
-      if (logits == nullptr || hOut == nullptr) return Fail();
+      if (logits == nullptr || hOut == nullptr) {
+        for (Request *q : reqs) q->spec.draft.clear();
+        return Fail();
+      }
       llama_token best = static_cast<llama_token>(std::max_element(logits, logits + nVocab) - logits);
       Request &r = *reqs[i];
       if (llama_vocab_is_eog(vocab_, best)) {
