@@ -136,7 +136,6 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
     seqs_[static_cast<size_t>(r.seq->Id())].Append(r.tokens.data() + fed[i], r.tokens.size() - fed[i]);
   }
   // 2) Greedy steps for every request at once; a request stops at its length or an EOG token.
-  const int32_t nVocab = llama_vocab_n_tokens(vocab_);
   std::vector<bool> active(n, true);
   for (size_t i = 0; i < n; i++) {
     reqs[i]->spec.draft.clear();
@@ -149,19 +148,11 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
       Request &r = *reqs[i];
       const float *logits = llama_get_logits_ith(ctx_, static_cast<int32_t>(logitIdx[i]));
       if (logits == nullptr) return fail();
-      llama_token best = static_cast<llama_token>(std::max_element(logits, logits + nVocab) - logits);
-      if (llama_vocab_is_eog(vocab_, best)) {
-        active[i] = false;
-        continue;
-      }
-      r.spec.draft.push_back(best);
-      if (r.spec.draft.size() >= maxLen[i]) {
-        active[i] = false;  // the last draft token needs no decode here
-        continue;
-      }
+      active[i] = spec::GreedyStep(logits, vocab_, maxLen[i], &r.spec.draft);
+      if (!active[i]) continue;
       Sequence &s = seqs_[static_cast<size_t>(r.seq->Id())];
       logitIdx[i] = static_cast<size_t>(batch_.n_tokens);
-      Add(s, best, s.Size(), true);
+      Add(s, r.spec.draft.back(), s.Size(), true);
     }
     if (batch_.n_tokens == 0) break;
     if (!Decode()) return fail();

@@ -232,7 +232,6 @@ void MtpDraft::Draft(const std::vector<Request *> &reqs, const std::vector<size_
     m.end = m.kvEnd = static_cast<int32_t>(r.nPast) + 1;
   }
   // Greedy steps on the block's own h; a request stops at its length or an EOG token.
-  const int32_t nVocab = llama_vocab_n_tokens(vocab_);
   std::vector<bool> active(n);
   for (size_t i = 0; i < n; i++) active[i] = maxLen[i] > 0;
   std::vector<std::vector<float>> hNext(n);
@@ -246,17 +245,8 @@ void MtpDraft::Draft(const std::vector<Request *> &reqs, const std::vector<size_
         for (Request *q : reqs) q->spec.draft.clear();
         return Fail();
       }
-      llama_token best = static_cast<llama_token>(std::max_element(logits, logits + nVocab) - logits);
-      Request &r = *reqs[i];
-      if (llama_vocab_is_eog(vocab_, best)) {
-        active[i] = false;
-        continue;
-      }
-      r.spec.draft.push_back(best);
-      if (r.spec.draft.size() >= maxLen[i]) {
-        active[i] = false;  // the last draft token needs no decode here
-        continue;
-      }
+      active[i] = spec::GreedyStep(logits, vocab_, maxLen[i], &reqs[i]->spec.draft);
+      if (!active[i]) continue;
       hNext[i].assign(hOut, hOut + nEmbd_);
       any = true;
     }

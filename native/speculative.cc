@@ -45,6 +45,14 @@ static double DraftTokenCost(const SpecConfig &cfg) {
   return cfg.mode == 2 ? 0.035 : 0.005;
 }
 
+bool GreedyStep(const float *logits, const llama_vocab *vocab, size_t maxLen, std::vector<llama_token> *draft) {
+  const int32_t nVocab = llama_vocab_n_tokens(vocab);
+  llama_token best = static_cast<llama_token>(std::max_element(logits, logits + nVocab) - logits);
+  if (llama_vocab_is_eog(vocab, best)) return false;
+  draft->push_back(best);
+  return draft->size() < maxLen;  // the last draft token needs no decode
+}
+
 double Agreement(const SpecEvidence &e) {
   return (e.accepted + kPriorAccepted) / (e.accepted + e.misses + kPriorAccepted + kPriorMisses);
 }

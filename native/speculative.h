@@ -72,6 +72,11 @@ double Agreement(const SpecEvidence &e);
 // agreement `p` (drafting's own cost by cfg.mode), or 0 when no draft beats a plain step.
 uint32_t BestLength(double p, const SpecConfig &cfg);
 
+// One greedy draft step of a model drafter (draft model, MTP block): appends the argmax of
+// `logits` to `draft` unless it is an end-of-generation token. True while the draft goes on
+// (the token was taken and `maxLen` is not reached: it needs a decode for the next step).
+bool GreedyStep(const float *logits, const llama_vocab *vocab, size_t maxLen, std::vector<llama_token> *draft);
+
 // At a request's first drafting tick: its evidence starts as the context's (scaled down, so
 // that its own verifications soon outweigh it) and a context whose drafts mostly miss starts
 // the request paused.
