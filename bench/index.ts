@@ -23,7 +23,7 @@ if (threads !== undefined && !(Number.isInteger(threads) && threads > 0)) {
 // Options of every suite: --quick, and --threads N when given (each suite has its own default).
 const common = { quick, ...(threads !== undefined ? { threads } : {}) };
 
-const { describeSystem } = await import('../src/system-info.js');
+const { describeSystem } = await import('../src/native/system-info.js');
 console.log(`llamux bench on ${describeSystem()}`);
 const started = Date.now();
 for (const suite of suites) {

@@ -2,8 +2,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { packageRoot } from '../src/binding.js';
-import { describeSystem, systemInfo } from '../src/system-info.js';
+import { packageRoot } from '../src/native/binding.js';
+import { describeSystem, systemInfo } from '../src/native/system-info.js';
 
 export type Row = Record<string, string | number>;
 

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from '../src/binding.js';
+import { packageRoot } from '../src/native/binding.js';
 
 export function tempDirFor(name: string): string {
   const dir = join(packageRoot, '.cache', 'bench-tmp', `${name}-${process.pid}-${Date.now()}`);

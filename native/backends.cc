@@ -94,7 +94,7 @@ void Load(const fs::path &dir, BackendReport *r) {
   }
   std::sort(cpu.begin(), cpu.end());
   std::sort(others.begin(), others.end());
-  // GPU backends from packages outside this folder (@llamux/<platform>-vulkan, ...): src/binding.ts
+  // GPU backends from packages outside this folder (@llamux/<platform>-vulkan, ...): src/native/binding.ts
   // names them after a child process has loaded them without crashing. They resolve
   // libllamux-ggml-base by its soname, already loaded from this folder.
   if (const char *extra = std::getenv("LLAMUX_BACKEND_FILES"); extra != nullptr && *extra != '\0') {

@@ -57,7 +57,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   LLAMUX_REQUIRE_FUNCTION(info, 2, "onEvents");
   model_ = model->Handle(env);
   Napi::Object o = info[1].As<Napi::Object>();
-  // Every key is required: src/native-request.ts (contextConfig) sends them all.
+  // Every key is required: src/native/request.ts (contextConfig) sends them all.
   ContextConfig cfg;
   cfg.contextSize = static_cast<uint32_t>(RequireInt(env, o, "contextSize"));
   cfg.batchSize = static_cast<uint32_t>(RequireInt(env, o, "batchSize"));
@@ -291,7 +291,7 @@ void Context::OnFinalize(Napi::Env env, void *, Outbox *box) {
 }
 
 // submit(request) -> undefined; throws QUEUE_FULL or DISPOSED. Every key is required
-// (src/native-request.ts builds the request complete); the prompt arrives tokenized.
+// (src/native/request.ts builds the request complete); the prompt arrives tokenized.
 Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   if (closeRequested_) ThrowCoded(env, ErrorCode::Disposed, "The context has been disposed");

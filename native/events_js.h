@@ -1,5 +1,5 @@
 // Engine-thread events -> JS objects: the one place that names event types, finish reasons
-// and stats fields for JS (src/binding.ts types what it builds). JS thread only.
+// and stats fields for JS (src/native/binding.ts types what it builds). JS thread only.
 #pragma once
 #include <napi.h>
 

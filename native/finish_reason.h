@@ -1,5 +1,5 @@
 // Why a request's generation ended, in one list: the final event's `finishReason` names
-// (src/binding.ts types the same strings). Plain C++, like the error codes in errors.h.
+// (src/native/binding.ts types the same strings). Plain C++, like the error codes in errors.h.
 #pragma once
 #include <cstdint>
 

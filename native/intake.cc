@@ -1,5 +1,5 @@
 // Intake: the commands JS queued (Scheduler::Submit/Cancel/SetPaused) reach the engine
-// thread here. A new request (token ids: JS tokenizes, src/prompt-tokens.ts) is checked before it waits for
+// thread here. A new request (token ids: JS tokenizes, src/engine/prompt-tokens.ts) is checked before it waits for
 // admission; a cancel ends a waiting or running request; a pause holds a running one out of
 // the batch. Part of the Scheduler class (scheduler.h).
 #include "scheduler.h"

@@ -26,7 +26,7 @@ struct SessionCommand {
   std::string from;  // Fork: the session copied into RequestParams::sessionId
 };
 
-// Every field is read from a required key of the JS request (src/native-request.ts builds it
+// Every field is read from a required key of the JS request (src/native/request.ts builds it
 // complete); the initialisers are neutral zeros, not defaults.
 struct RequestParams {
   uint64_t id = 0;

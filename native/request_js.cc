@@ -9,7 +9,7 @@
 
 namespace llamux {
 
-// Readers of required keys. The TS mappers (src/native-request.ts) send every key, so a
+// Readers of required keys. The TS mappers (src/native/request.ts) send every key, so a
 // missing or mistyped one is a bug between our own layers: a TypeError naming the key.
 [[noreturn]] void MissingKey(Napi::Env env, const char *key, const char *expected) {
   throw Napi::TypeError::New(env, std::string("Expected key \"") + key + "\" to be " + expected);

@@ -1,4 +1,4 @@
-// Readers of the JS objects the TS mappers (src/native-request.ts) build: every key is
+// Readers of the JS objects the TS mappers (src/native/request.ts) build: every key is
 // required, so a missing or mistyped one is a bug between our own layers and throws a
 // TypeError naming the key. Used by Context (context.cc) for requests, session commands and
 // the context config.

@@ -44,7 +44,7 @@
 
 namespace llamux {
 
-// Read from required keys of the JS options (src/native-request.ts contextConfig builds them
+// Read from required keys of the JS options (src/native/request.ts contextConfig builds them
 // complete); the initialisers are neutral zeros, not defaults.
 struct ContextConfig {
   uint32_t contextSize = 0;

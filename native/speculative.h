@@ -20,7 +20,7 @@
 
 namespace llamux {
 
-// Read from required keys of the context config (src/native-request.ts).
+// Read from required keys of the context config (src/native/request.ts).
 struct SpecConfig {
   int32_t mode = 0;           // 0 off, 1 n-gram, 2 draft model (draft_model.h), 3 MTP block (mtp_draft.h)
   llama_model *draftModel = nullptr;  // mode 2 (kept alive by the native Context)

@@ -12,7 +12,7 @@ import { ensureBenchModel, benchPrompt } from '../bench/models.js';
 import { llamuxConcurrent, llamuxSingle } from '../bench/drivers/llamux.js';
 import { rawBinary, runRaw } from '../bench/drivers/raw.js';
 import { startLlamaServer, streamTokenCompletion } from '../bench/drivers/llama-server.js';
-import { describePlan } from '../src/fit.js';
+import { describePlan } from '../src/model/fit.js';
 import { describeSystem, loadModel, planForFile, setLogger, systemInfo } from '../src/index.js';
 
 const { values } = parseArgs({

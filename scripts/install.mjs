@@ -26,7 +26,7 @@ const fromSource =
   Boolean(process.env.LLAMUX_GPU) ||
   process.env.LLAMUX_NATIVE === '1';
 
-/** @llamux/linux-x64 and the like (src/addon-locate.ts has the same rule). */
+/** @llamux/linux-x64 and the like (src/native/locate.ts has the same rule). */
 export function platformPackageName() {
   const musl = process.platform === 'linux' && !process.report?.getReport()?.header?.glibcVersionRuntime;
   return `@llamux/${process.platform}-${process.arch}${musl ? '-musl' : ''}`;

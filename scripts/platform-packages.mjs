@@ -92,7 +92,7 @@ for (const folder of readdirSync(join(root, 'prebuilds')).sort()) {
   const name = platformName(folder, fields);
   const dir = join(out, name.replace('/', '+'));
   mkdirSync(dir, { recursive: true });
-  // one name on every platform: src/addon-locate.ts loads <package>/llamux.node
+  // one name on every platform: src/native/locate.ts loads <package>/llamux.node
   for (const f of files) copyFileSync(join(src, f), join(dir, f === addon ? 'llamux.node' : f));
   licenses(dir);
   writePackage(dir, {

@@ -7,18 +7,18 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Agent, type AgentEvent } from './agent/index.js';
 import { fromNative, isLlamuxError } from './errors.js';
-import { MARKER_PRESETS, detectMarkerPreset } from './markers.js';
-import { UsageError, intArg, parseMarkersArg, parseRpcList, progressPrinter, specArgs } from './cli-args.js';
+import { MARKER_PRESETS, detectMarkerPreset } from './engine/markers.js';
+import { UsageError, intArg, parseMarkersArg, parseRpcList, progressPrinter, specArgs } from './cli/args.js';
 
-export { parseMarkersArg, parseRpcList } from './cli-args.js';
-import { loadModel, planForFile, type Model } from './model.js';
-import type { FitPlan } from './fit.js';
-import { printDoctor } from './cli-doctor.js';
-import { systemInfo } from './system-info.js';
+export { parseMarkersArg, parseRpcList } from './cli/args.js';
+import { loadModel, planForFile, type Model } from './model/model.js';
+import type { FitPlan } from './model/fit.js';
+import { printDoctor } from './cli/doctor.js';
+import { systemInfo } from './native/system-info.js';
 import { createServer } from './server/index.js';
 import { defineTool } from './tools/tool.js';
 import { setLogger } from './logger.js';
-import { BENCH_HELP, DEMO_HELP, DOCTOR_HELP, INSPECT_HELP, MAIN_HELP, RPC_SERVER_HELP, SERVE_HELP } from './cli-help.js';
+import { BENCH_HELP, DEMO_HELP, DOCTOR_HELP, INSPECT_HELP, MAIN_HELP, RPC_SERVER_HELP, SERVE_HELP } from './cli/help.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -374,7 +374,7 @@ async function rpcServer(args: string[]): Promise<void> {
   const threads = intArg(values.threads, 'threads', 1);
   const cacheDir = values['cache-dir'] !== undefined ? resolve(values['cache-dir']) : undefined;
   if (cacheDir) mkdirSync(cacheDir, { recursive: true });
-  const { native } = await import('./binding.js');
+  const { native } = await import('./native/binding.js');
   let info;
   try {
     info = native.startRpcServer({ host, port, ...(threads !== undefined ? { threads } : {}), ...(cacheDir ? { cacheDir } : {}) }, () => {

@@ -4,13 +4,13 @@
 // test/types/public.test-d.ts checks these types; test/api/exports.test.ts the values.
 
 // ---- models, contexts, sessions --------------------------------------------------------
-export { loadModel, Model, TokenAttribute, planForFile } from './model.js';
-export type { ModelMetadata, TokenInfo, VocabInfo } from './model.js';
-export { Context, Generation } from './context.js';
-export type { ContextSettings } from './context.js';
-export type { EmbedOptions, EmbedResult, Pooling, RerankOptions, RerankResult } from './embedding.js';
-export { Session } from './session.js';
-export type { SessionContinueOptions, SessionGenerateOptions, SessionStats } from './session.js';
+export { loadModel, Model, TokenAttribute, planForFile } from './model/model.js';
+export type { ModelMetadata, TokenInfo, VocabInfo } from './model/model.js';
+export { Context, Generation } from './engine/context.js';
+export type { ContextSettings } from './engine/context.js';
+export type { EmbedOptions, EmbedResult, Pooling, RerankOptions, RerankResult } from './engine/embedding.js';
+export { Session } from './engine/session.js';
+export type { SessionContinueOptions, SessionGenerateOptions, SessionStats } from './engine/session.js';
 export type {
   ContextOptions,
   DetokenizeOptions,
@@ -24,10 +24,10 @@ export type {
   TokenizeOptions,
   TokenizeAsyncOptions,
 } from './options.js';
-export type { NativeCacheStats as CacheStats } from './binding.js';
+export type { NativeCacheStats as CacheStats } from './native/binding.js';
 
 // ---- events ------------------------------------------------------------------------------
-export { FinishReason } from './events.js';
+export { FinishReason } from './engine/events.js';
 export type {
   CacheReport,
   FinalEvent,
@@ -43,15 +43,15 @@ export type {
   ToolCallSpan,
   ToolCallStartEvent,
   ToolCallTruncatedEvent,
-} from './events.js';
+} from './engine/events.js';
 
 // ---- tool-call markers -------------------------------------------------------------------
-export { MARKER_PRESETS, detectMarkerPreset, tokenizeMarker } from './markers.js';
-export type { MarkerOption, MarkerPresetName, ResolvedMarkers, ToolCallMarkers } from './markers.js';
+export { MARKER_PRESETS, detectMarkerPreset, tokenizeMarker } from './engine/markers.js';
+export type { MarkerOption, MarkerPresetName, ResolvedMarkers, ToolCallMarkers } from './engine/markers.js';
 
 // ---- reasoning markers -------------------------------------------------------------------
-export { REASONING_PRESETS, detectReasoningPreset, promptOpensReasoning } from './reasoning.js';
-export type { ReasoningMarkers, ReasoningOption, ReasoningPresetName, ResolvedReasoningMarkers } from './reasoning.js';
+export { REASONING_PRESETS, detectReasoningPreset, promptOpensReasoning } from './engine/reasoning.js';
+export type { ReasoningMarkers, ReasoningOption, ReasoningPresetName, ResolvedReasoningMarkers } from './engine/reasoning.js';
 
 // ---- tool grammars -----------------------------------------------------------------------
 export { compileToolGrammar } from './grammar/index.js';
@@ -61,10 +61,10 @@ export type { ToolCallFamily, ToolChoice, ToolGrammar, ToolGrammarRequest } from
 export { ERROR_CODES, LlamuxError, isLlamuxError } from './errors.js';
 export type { LlamuxErrorCode } from './errors.js';
 export { setLogger } from './logger.js';
-export { describeSystem, systemInfo } from './system-info.js';
-export type { SystemInfo } from './system-info.js';
-export { planFit, modelSizesFromGguf, describePlan } from './fit.js';
-export type { FitPlan, FitDevice, FitDevicePlan, FitModelSizes, FitRequest } from './fit.js';
+export { describeSystem, systemInfo } from './native/system-info.js';
+export type { SystemInfo } from './native/system-info.js';
+export { planFit, modelSizesFromGguf, describePlan } from './model/fit.js';
+export type { FitPlan, FitDevice, FitDevicePlan, FitModelSizes, FitRequest } from './model/fit.js';
 export type { LogHandler, LogLevel } from './logger.js';
 
 // ---- tools (the full tool layer, helpers included, is 'llamux/tools') ------------------------

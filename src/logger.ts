@@ -1,4 +1,4 @@
-import { native } from './binding.js';
+import { native } from './native/binding.js';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 export type LogHandler = (level: Exclude<LogLevel, 'silent'>, message: string) => void;

@@ -2,8 +2,8 @@
 // side trusts what it receives.
 import { z } from 'zod';
 import { LlamuxError } from './errors.js';
-import { MarkerOptionSchema } from './markers.js';
-import { ReasoningOptionSchema } from './reasoning.js';
+import { MarkerOptionSchema } from './engine/markers.js';
+import { ReasoningOptionSchema } from './engine/reasoning.js';
 import { deprecate } from './deprecation.js';
 import { formatIssues } from './issues.js';
 

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import OpenAI from 'openai';
-import { packageRoot } from '../../src/binding.js';
+import { packageRoot } from '../../src/native/binding.js';
 import { progress } from '../report.js';
 
 const cacheDir = join(packageRoot, '.cache');

@@ -11,7 +11,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { packageRoot } from '../../src/binding.js';
+import { packageRoot } from '../../src/native/binding.js';
 import { BGE_SMALL_DIMS, writeBertModel } from '../../src/gguf/zoo/embedding.js';
 import { loadModel, setLogger } from '../../src/index.js';
 import { createServer } from '../../src/server/index.js';

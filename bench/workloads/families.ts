@@ -17,7 +17,7 @@
 // does not apply token-id grammars, see replay.ts; driving llamux the same way keeps it fair.)
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from '../../src/binding.js';
+import { packageRoot } from '../../src/native/binding.js';
 import { ensureZooModels, ZOO_ARCHITECTURES, type ZooArchitecture, type ZooModelDescription } from '../../src/gguf/index.js';
 import { ChatTemplate, buildChatPrompt, loadModel, setLogger, type ChatMessage, type ChatToolDefinition, type GenerateResult, type Model } from '../../src/index.js';
 import { llamaServerBinary, startLlamaServer, streamTokenCompletion } from '../drivers/llama-server.js';

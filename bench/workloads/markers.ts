@@ -5,7 +5,7 @@
 // and inside a span where the pick is accepted
 // (a grammar that takes any character: the one-candidate check only). Plus the grammar compile
 // time for six tools, cold and cached.
-import { native } from '../../src/binding.js';
+import { native } from '../../src/native/binding.js';
 import { clearToolGrammarCache } from '../../src/grammar/index.js';
 import { compileToolGrammar, loadModel, setLogger, type GenerateOptions } from '../../src/index.js';
 import { SIX_TOOLS } from './tool-schemas.js';

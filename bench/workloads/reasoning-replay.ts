@@ -14,7 +14,7 @@
 //   the model's weights are random). Its prefilled tokens: `timings.prompt_n`.
 import { join } from 'node:path';
 import type OpenAI from 'openai';
-import { packageRoot } from '../../src/binding.js';
+import { packageRoot } from '../../src/native/binding.js';
 import { ensureZooModels } from '../../src/gguf/index.js';
 import { loadModel, setLogger, type Model } from '../../src/index.js';
 import { createServer } from '../../src/server/index.js';

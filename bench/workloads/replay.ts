@@ -13,7 +13,7 @@
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type OpenAI from 'openai';
-import { packageRoot } from '../../src/binding.js';
+import { packageRoot } from '../../src/native/binding.js';
 import {
   ChatTemplate,
   buildChatPrompt,

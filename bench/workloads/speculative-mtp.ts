@@ -11,7 +11,7 @@
 // has no MTP drafting, so it has no row here.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from '../../src/binding.js';
+import { packageRoot } from '../../src/native/binding.js';
 import { glm4moeFamilyWith, writeZooModel, zooGreedyChain, type ZooModelDescription } from '../../src/gguf/index.js';
 import { loadModel, type Context, type Model } from '../../src/index.js';
 import { llamaServerBinary, llamaServerGreedyRun } from '../drivers/llama-server.js';

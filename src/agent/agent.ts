@@ -6,12 +6,12 @@ import { buildChatPrompt, markerTexts, type MarkerTexts, type ReplaySpan } from 
 import { ChatTemplate } from '../chat/template.js';
 import { newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import { ChatMessagesSchema, type ChatAssistantMessage, type ChatMessage, type ChatToolCall, type ChatToolDefinition } from '../chat/types.js';
-import { Context, sessionFor } from '../context.js';
+import { Context, sessionFor } from '../engine/context.js';
 import { AgentStateSchema, ResumeSchema } from './state-schema.js';
 import { LlamuxError, abortError } from '../errors.js';
-import { FinishReason, type FinalEvent, type ToolCallSpan } from '../events.js';
+import { FinishReason, type FinalEvent, type ToolCallSpan } from '../engine/events.js';
 import { parseOptions, type GenerateOptions } from '../options.js';
-import { Session } from '../session.js';
+import { Session } from '../engine/session.js';
 import { runToolCalls, type RunToolCallsOptions } from '../tools/runner.js';
 import { toolParametersJsonSchema, toolToJsonSchema, type AnyTool, type ToolCall } from '../tools/tool.js';
 import type {

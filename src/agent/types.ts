@@ -1,5 +1,5 @@
 import type { ChatMessage } from '../chat/types.js';
-import type { FinishReason } from '../events.js';
+import type { FinishReason } from '../engine/events.js';
 import type { HaltMetadata } from '../tools/runner.js';
 
 /** Where a conversation stands after a run (or a step). */

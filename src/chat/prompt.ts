@@ -1,9 +1,9 @@
 // Chat prompt building with exact tool-call replay: the template renders the conversation, the
 // text parts are tokenized, and every assistant tool call whose exact tokens are known is
 // spliced in verbatim, so the KV computed while the model generated it is reused.
-import type { Context } from '../context.js';
+import type { Context } from '../engine/context.js';
 import { LlamuxError, isLlamuxError } from '../errors.js';
-import { TokenAttribute, type Model } from '../model.js';
+import { TokenAttribute, type Model } from '../model/model.js';
 import type { ChatTemplate } from './template.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from './types.js';
 

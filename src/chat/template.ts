@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import { Template } from '@huggingface/jinja';
 import { LlamuxError } from '../errors.js';
-import type { Model } from '../model.js';
+import type { Model } from '../model/model.js';
 import { parseOptions } from '../options.js';
 import { z } from 'zod';
 import {

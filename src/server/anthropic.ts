@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
 import { checkToolSchemas } from '../grammar/index.js';
-import { FinishReason } from '../events.js';
+import { FinishReason } from '../engine/events.js';
 import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, sendJson, toHttpError } from './http.js';
 import type { HandlerOptions } from './openai.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ToolChoice, type Usage } from './service.js';

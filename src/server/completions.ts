@@ -3,8 +3,8 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import type { TokenLogprob } from '../events.js';
-import type { Generation } from '../generation.js';
+import type { TokenLogprob } from '../engine/events.js';
+import type { Generation } from '../engine/generation.js';
 import type { GenerateOptions } from '../options.js';
 import { HttpError, SseWriter, errorBody, parseBody, readJson, sendJson, toHttpError } from './http.js';
 import { completionLogprobs } from './logprobs.js';

@@ -3,7 +3,7 @@
 // relevance_score}]}), both on the server's one context (ctx.embed, ctx.rerank).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import type { Context } from '../context.js';
+import type { Context } from '../engine/context.js';
 import { isLlamuxError } from '../errors.js';
 import { HttpError, parseBody, readJson, sendJson } from './http.js';
 

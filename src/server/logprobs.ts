@@ -1,6 +1,6 @@
 // Token log-probabilities in the OpenAI shapes (chat `logprobs.content`, legacy completions).
-import type { TokenLogprob } from '../events.js';
-import type { Model } from '../model.js';
+import type { TokenLogprob } from '../engine/events.js';
+import type { Model } from '../model/model.js';
 
 /** A token's text (control tokens rendered) and its UTF-8 bytes (a piece may hold part of a character). */
 function piece(model: Model, token: number): { text: string; bytes: number[] } {

@@ -1,5 +1,5 @@
 // Prometheus text exposition of the server's counters.
-import type { CacheReport } from '../events.js';
+import type { CacheReport } from '../engine/events.js';
 
 const TTFT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -45,7 +45,7 @@ class Histogram {
   }
 }
 
-/** The engine's cache outcome of a request (see CacheReport in src/events.ts). */
+/** The engine's cache outcome of a request (see CacheReport in src/engine/events.ts). */
 export type CacheOutcome = CacheReport['outcome'];
 
 /** The counters of Context#cacheStats() the metrics show. */

@@ -5,10 +5,10 @@ import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
 import { checkToolSchemas, compileResponseFormat, SchemaGrammarError } from '../grammar/index.js';
 import type { ResponseFormat } from '../options.js';
-import type { TokenLogprob } from '../events.js';
+import type { TokenLogprob } from '../engine/events.js';
 import { chatLogprobs } from './logprobs.js';
 import { nullable, samplingFields, samplingOptions } from './sampling-fields.js';
-import { FinishReason } from '../events.js';
+import { FinishReason } from '../engine/events.js';
 import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
 

@@ -4,9 +4,9 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { buildChatPrompt, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
 import { ChatTemplate } from '../chat/template.js';
 import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
-import { native } from '../binding.js';
+import { native } from '../native/binding.js';
 import { isLlamuxError } from '../errors.js';
-import { loadModel } from '../model.js';
+import { loadModel } from '../model/model.js';
 
 /** What the pool hands a new worker. */
 export interface PromptWorkerData {

@@ -5,12 +5,12 @@ import { markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.j
 import type { ChatTemplate } from '../chat/template.js';
 import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
-import { sessionFor, type Context } from '../context.js';
-import { FinishReason, type TokenLogprob } from '../events.js';
-import type { Generation } from '../generation.js';
-import type { Model } from '../model.js';
+import { sessionFor, type Context } from '../engine/context.js';
+import { FinishReason, type TokenLogprob } from '../engine/events.js';
+import type { Generation } from '../engine/generation.js';
+import type { Model } from '../model/model.js';
 import type { GenerateOptions } from '../options.js';
-import type { Session } from '../session.js';
+import type { Session } from '../engine/session.js';
 import { HttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
 import { fitPrompt, type OverflowPolicy } from './overflow.js';

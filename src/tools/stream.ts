@@ -1,6 +1,6 @@
 // streamToolCalls' event stream: executeBatch's events through an AsyncQueue, and an early
 // close that cancels the calls still running and waits for them.
-import { AsyncQueue } from '../async-queue.js';
+import { AsyncQueue } from '../engine/async-queue.js';
 import { executeBatch } from './execute.js';
 import type { Batch } from './runner-settings.js';
 import type { ToolEvent } from './runner-types.js';

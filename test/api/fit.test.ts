@@ -2,7 +2,7 @@
 // its cases run on synthetic device lists here; the load path runs on the real CPU backend of
 // this (GPU-less) machine: 'auto' must give 0 GPU layers and say why.
 import { describe, expect, it } from 'vitest';
-import { describePlan, modelSizesFromGguf, planFit, type FitDevice, type FitModelSizes } from '../../src/fit.js';
+import { describePlan, modelSizesFromGguf, planFit, type FitDevice, type FitModelSizes } from '../../src/model/fit.js';
 import { readGgufFile } from '../../src/gguf/reader.js';
 import { loadModel, planForFile, systemInfo } from '../../src/index.js';
 import { setLogger } from '../../src/logger.js';

@@ -1,5 +1,5 @@
 // generate() with a text prompt: the prompt is tokenized off the JS thread by the bounded
-// tokenizer (src/prompt-tokens.ts → model.tokenizeAsync), and an abort stops that work too.
+// tokenizer (src/engine/prompt-tokens.ts → model.tokenizeAsync), and an abort stops that work too.
 // Its own file: the CPU check needs a process where nothing else ran before.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel, type Model } from '../../src/index.js';

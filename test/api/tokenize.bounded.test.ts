@@ -4,7 +4,7 @@
 // short texts; a seeded property test covers random and adversarial texts.
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { native } from '../../src/binding.js';
+import { native } from '../../src/native/binding.js';
 import { loadModel, type Model } from '../../src/index.js';
 import { llamaCppModelsDir, tinyModelPath } from '../helpers/paths.js';
 

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { native } from '../../src/binding.js';
+import { native } from '../../src/native/binding.js';
 import { loadModel, type Context, type ContextOptions, type GenerateOptions, type GenerateResult, type Model } from '../../src/index.js';
 
 const PROMPTS = 20;

@@ -2,7 +2,7 @@
 // engine: each text is fed byte by byte (the scripted vocabulary's <0xNN> tokens) between the
 // marker tokens, and must be accepted whole and complete, or refused.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { native } from '../../src/binding.js';
+import { native } from '../../src/native/binding.js';
 import { compileToolGrammar, LlamuxError, loadModel, type Model, type ToolGrammar, type ToolGrammarRequest } from '../../src/index.js';
 import { testModel, tokenId } from '../helpers/models.js';
 

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { native } from '../../src/binding.js';
+import { native } from '../../src/native/binding.js';
 import { projectRoot } from '../helpers/paths.js';
 // @ts-expect-error the build script is plain JavaScript
 import { findLlamaCpp } from '../../scripts/build-native.mjs';

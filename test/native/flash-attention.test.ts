@@ -5,7 +5,7 @@
 // its own vector width.
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { native, type FlashAttentionShape } from '../../src/binding.js';
+import { native, type FlashAttentionShape } from '../../src/native/binding.js';
 import { systemInfo } from '../../src/index.js';
 import { projectRoot } from '../helpers/paths.js';
 

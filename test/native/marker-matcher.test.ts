@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { native } from '../../src/binding.js';
+import { native } from '../../src/native/binding.js';
 
 const I = (a: number[]) => Int32Array.from(a);
 type Out = ReturnType<typeof native.testing.markerMatcher>;

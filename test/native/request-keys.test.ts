@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { native, type NativeContext, type NativeEvent, type NativeRequest } from '../../src/binding.js';
+import { native, type NativeContext, type NativeEvent, type NativeRequest } from '../../src/native/binding.js';
 import { loadModel, type Model } from '../../src/index.js';
-import { contextConfig, endSessionCommand, prefillRequest } from '../../src/native-request.js';
+import { contextConfig, endSessionCommand, prefillRequest } from '../../src/native/request.js';
 import { ContextOptionsSchema } from '../../src/options.js';
 import { tinyModelPath } from '../helpers/paths.js';
 
-// The mappers in src/native-request.ts send every key; the native side holds no defaults, so a
+// The mappers in src/native/request.ts send every key; the native side holds no defaults, so a
 // missing or mistyped key is a TypeError that names it (a bug between our own layers).
 describe('native Context: required keys', () => {
   let model: Model;

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { native, type NativeReuseInputs } from '../../src/binding.js';
+import { native, type NativeReuseInputs } from '../../src/native/binding.js';
 
 const plan = (inputs: NativeReuseInputs) => native.testing.planReuse(inputs);
 

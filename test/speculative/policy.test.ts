@@ -5,7 +5,7 @@
 // each tile of 4 verified rows 1.0 more, 0.005 per n-gram draft token, 0.035 per draft-model
 // token) and the 2-accepted/1-miss prior.
 import { describe, expect, it } from 'vitest';
-import { native } from '../../src/binding.js';
+import { native } from '../../src/native/binding.js';
 
 const policy = native.testing.speculativePolicy;
 const ticks = (n: number, agree: number): number[] => Array.from({ length: n }, () => agree);

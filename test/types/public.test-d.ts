@@ -17,7 +17,7 @@ import type {
   SessionStats,
 } from '../../src/index.js';
 import type { ERROR_CODES } from '../../src/index.js';
-import type { NativeEvent, NativeStats } from '../../src/binding.js';
+import type { NativeEvent, NativeStats } from '../../src/native/binding.js';
 
 type NativeFinal = Extract<NativeEvent, { type: 'final' }>;
 

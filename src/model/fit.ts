@@ -13,7 +13,7 @@
 //   estimate; the context is not reduced below a floor (llama.cpp's default 4096 tokens), and a
 //   reduced context is rounded down to a multiple of 256 (CUDA's KV padding).
 // - Devices that report 0 free and 0 total memory are not planned on.
-import type { GgufFile } from './gguf/reader.js';
+import type { GgufFile } from '../gguf/reader.js';
 
 const MiB = 1024 * 1024;
 

@@ -1,12 +1,12 @@
 // The shapes that cross the addon boundary per request: what submit() takes, the events and
-// statistics it sends back (src/binding.ts re-exports them with the addon's own types).
+// statistics it sends back (src/native/binding.ts re-exports them with the addon's own types).
 /**
- * submit(request): every key required (one mapper per request kind in src/native-request.ts);
+ * submit(request): every key required (one mapper per request kind in src/native/request.ts);
  * the native side holds no defaults and throws a TypeError naming a missing or mistyped key.
  */
 export interface NativeRequest {
   id: number;
-  /** The prompt, tokenized in TS (src/prompt-tokens.ts); for continueSession the tail. */
+  /** The prompt, tokenized in TS (src/engine/prompt-tokens.ts); for continueSession the tail. */
   promptTokens: Int32Array;
   /** '' : no session. */
   sessionId: string;

@@ -1,7 +1,7 @@
 // One running request as seen by its caller: an async iterator of events and a result.
 import { AsyncQueue } from './async-queue.js';
-import type { NativeEvent } from './binding.js';
-import type { LlamuxError } from './errors.js';
+import type { NativeEvent } from '../native/binding.js';
+import type { LlamuxError } from '../errors.js';
 import type { FinalEvent, FinishReason, GenerateEvent, GenerateResult, TextEvent, TokenLogprob, ToolCallSpan } from './events.js';
 
 /** A native final that ended well (its reason is neither abort nor error). */

@@ -1,12 +1,12 @@
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { native, type NativeMetadata, type NativeModel, type NativeVocabInfo } from './binding.js';
-import { Context } from './context.js';
-import { LlamuxError, abortError, fromNative } from './errors.js';
-import { ensureDefaultLogger, libraryLog } from './logger.js';
+import { native, type NativeMetadata, type NativeModel, type NativeVocabInfo } from '../native/binding.js';
+import { Context } from '../engine/context.js';
+import { LlamuxError, abortError, fromNative } from '../errors.js';
+import { ensureDefaultLogger, libraryLog } from '../logger.js';
 import { modelSizesFromGguf, planFit, type FitPlan } from './fit.js';
-import { toInt32Array } from './tokens.js';
-import type { MarkerOption } from './markers.js';
+import { toInt32Array } from '../engine/tokens.js';
+import type { MarkerOption } from '../engine/markers.js';
 import {
   ContextOptionsSchema,
   DetokenizeOptionsSchema,
@@ -18,7 +18,7 @@ import {
   type LoadModelOptions,
   type TokenizeAsyncOptions,
   type TokenizeOptions,
-} from './options.js';
+} from '../options.js';
 
 /** llama_token_attr bits. */
 export const TokenAttribute = {
@@ -433,7 +433,7 @@ export async function planForFile(path: string, request?: { contextSize?: number
   let sizes;
   try {
     // Loaded lazily: the root export keeps the GGUF modules out of its static graph.
-    const { readGgufFile } = await import('./gguf/reader.js');
+    const { readGgufFile } = await import('../gguf/reader.js');
     sizes = modelSizesFromGguf(await readGgufFile(path));
   } catch {
     return undefined;

@@ -2,8 +2,8 @@
 // output (and optionally a payload inside it). Strings are tokenized once, through the
 // model's own vocabulary, when a context is created.
 import { z } from 'zod';
-import { LlamuxError } from './errors.js';
-import type { Model } from './model.js';
+import { LlamuxError } from '../errors.js';
+import type { Model } from '../model/model.js';
 
 const markerValue = z.union([z.string().min(1), z.array(z.number().int().min(0)).min(1)]);
 

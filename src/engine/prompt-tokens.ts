@@ -1,6 +1,6 @@
 // The one place a request's text becomes tokens: generate's text prompt, continue's tail,
 // prefillOnly's prompt and a prefix key's tail all go through promptTokens().
-import type { Model } from './model.js';
+import type { Model } from '../model/model.js';
 import { toInt32Array } from './tokens.js';
 
 export interface PromptTokenizeOptions {

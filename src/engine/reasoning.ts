@@ -1,10 +1,10 @@
 // Reasoning markers: the token sequences that open and close a model's reasoning span
 // (`<think>` … `</think>`; Harmony's analysis channel). Tokens inside a span are reasoning
 // events, apart from text. Strings are tokenized once, through the model's own vocabulary,
-// when a context is created (like tool-call markers, src/markers.ts).
+// when a context is created (like tool-call markers, src/engine/markers.ts).
 import { z } from 'zod';
 import { tokenizeMarker } from './markers.js';
-import type { Model } from './model.js';
+import type { Model } from '../model/model.js';
 
 const markerValue = z.union([z.string().min(1), z.array(z.number().int().min(0)).min(1)]);
 

@@ -1,7 +1,7 @@
 // The requests and session commands a context has handed to the engine thread, and the
 // routing of their events (text, tool-call spans, final, sessionDone) to each one.
-import type { NativeEvent } from './binding.js';
-import { LlamuxError, abortError, toErrorCode } from './errors.js';
+import type { NativeEvent } from '../native/binding.js';
+import { LlamuxError, abortError, toErrorCode } from '../errors.js';
 import { finalResult, type Generation } from './generation.js';
 
 interface RequestEntry {

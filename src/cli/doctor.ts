@@ -1,7 +1,7 @@
 // `llamux doctor`'s report: the devices, their free memory, the CPU variant, and the plan for a
-// model (src/fit.ts), as text or JSON.
-import { describePlan, type FitPlan } from './fit.js';
-import type { SystemInfo } from './system-info.js';
+// model (src/model/fit.ts), as text or JSON.
+import { describePlan, type FitPlan } from '../model/fit.js';
+import type { SystemInfo } from '../native/system-info.js';
 
 const mibText = (b: number): string => `${Math.round(b / 1024 / 1024).toLocaleString('en-US')} MiB`;
 

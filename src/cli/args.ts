@@ -1,7 +1,7 @@
 // The argument helpers of the `llamux` CLI (src/cli.ts): parsing, typed usage errors, the
 // option values that need more than parseArgs checks.
-import { MARKER_PRESETS, type MarkerOption, type MarkerPresetName } from './markers.js';
-import { rpcEndpoint } from './options.js';
+import { MARKER_PRESETS, type MarkerOption, type MarkerPresetName } from '../engine/markers.js';
+import { rpcEndpoint } from '../options.js';
 
 export class UsageError extends Error {}
 

@@ -2,12 +2,12 @@
 // (all but its last token) is computed on one session's sequence and forked n - 1 times
 // (llama.cpp's seq_cp: with unified KV the cells are shared, not copied); each choice then
 // decodes the last token itself, for its own logits, and samples with seed `seed + i`.
-import { LlamuxError } from './errors.js';
+import { LlamuxError } from '../errors.js';
 import type { Generation } from './generation.js';
 import type { ResolvedMarkers } from './markers.js';
-import type { Model } from './model.js';
-import { applyResponseFormat, checkLogitBias, toolFields } from './native-request.js';
-import { GenerateOptionsSchema, parseOptions, type GenerateOptions } from './options.js';
+import type { Model } from '../model/model.js';
+import { applyResponseFormat, checkLogitBias, toolFields } from '../native/request.js';
+import { GenerateOptionsSchema, parseOptions, type GenerateOptions } from '../options.js';
 import { joinTokens, promptTokens } from './prompt-tokens.js';
 import type { Session } from './session.js';
 

@@ -1,5 +1,5 @@
 // The help texts of the `llamux` command (src/cli.ts).
-import { MARKER_PRESETS } from './markers.js';
+import { MARKER_PRESETS } from '../engine/markers.js';
 
 export const MAIN_HELP = `Usage: llamux <command> [options]
 

@@ -2,7 +2,7 @@
 // key itself (model fingerprint + KV layout) is computed once, natively (LayoutKey in
 // native/hash.h, also the disk tier's compatibility check), and reported as settings.layoutKey.
 import { createHash } from 'node:crypto';
-import { LlamuxError } from './errors.js';
+import { LlamuxError } from '../errors.js';
 
 /** Content address of a token prefix under a layout key. */
 export function prefixKey(layoutKey: string, tokens: Int32Array): string {

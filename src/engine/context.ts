@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
-import { native, type NativeCacheStats, type NativeContext, type NativeEvent, type NativeRequest, type NativeSessionCommand } from './binding.js';
-import { deprecate } from './deprecation.js';
-import { LlamuxError, abortError, fromNative, toErrorCode } from './errors.js';
+import { native, type NativeCacheStats, type NativeContext, type NativeEvent, type NativeRequest, type NativeSessionCommand } from '../native/binding.js';
+import { deprecate } from '../deprecation.js';
+import { LlamuxError, abortError, fromNative, toErrorCode } from '../errors.js';
 import type { CacheReport, GenerateResult } from './events.js';
 import { EmbedJobs, embed, rerank, type EmbedOptions, type EmbedPort, type EmbedResult, type RerankOptions, type RerankResult } from './embedding.js';
 import { generateChoices } from './choices.js';
@@ -12,11 +12,11 @@ import { InFlight } from './in-flight.js';
 import { PrefixKeys } from './prefix-keys.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import { resolveReasoningMarkers, type ResolvedReasoningMarkers } from './reasoning.js';
-import type { Model } from './model.js';
+import type { Model } from '../model/model.js';
 import {
   applyResponseFormat, checkLogitBias, contextConfig, continueRequest, endSessionCommand, forkSessionCommand,
   generateRequest, prefillRequest, toolFields, reasoningFields, readySettings, type ContextSettings, type ParsedContextOptions, type SessionRef,
-} from './native-request.js';
+} from '../native/request.js';
 import {
   ContinueOptionsSchema,
   GenerateOptionsSchema,
@@ -26,13 +26,13 @@ import {
   type GenerateOptions,
   type PrefillOptions,
   type SessionOptions,
-} from './options.js';
+} from '../options.js';
 import { joinTokens, promptTokens } from './prompt-tokens.js';
 import { Session, installContextPort, type SessionContinueOptions, type SessionGenerateOptions } from './session.js';
 
 export { Generation } from './generation.js';
 
-export type { ContextSettings } from './native-request.js';
+export type { ContextSettings } from '../native/request.js';
 
 let nextRequestId = 1;
 
@@ -49,7 +49,7 @@ interface RunOptions {
   logprobs?: number | undefined;
 }
 
-/** A prompt as tokens now, or once tokenizing (src/prompt-tokens.ts) finishes. */
+/** A prompt as tokens now, or once tokenizing (src/engine/prompt-tokens.ts) finishes. */
 type Tokens = Int32Array | Promise<Int32Array>;
 
 let sessionForImpl: (ctx: Context, id: string) => Session;

@@ -1,10 +1,10 @@
-import type { NativeSessionCommand } from './binding.js';
+import type { NativeSessionCommand } from '../native/binding.js';
 import type { Context } from './context.js';
-import { LlamuxError } from './errors.js';
+import { LlamuxError } from '../errors.js';
 import type { GenerateResult } from './events.js';
 import type { Generation } from './generation.js';
-import { endSessionCommand, forkSessionCommand } from './native-request.js';
-import type { GenerateOptions } from './options.js';
+import { endSessionCommand, forkSessionCommand } from '../native/request.js';
+import type { GenerateOptions } from '../options.js';
 
 /** What `session.generate()` takes: generate options without the session and prefix keys. */
 export type SessionGenerateOptions = Omit<GenerateOptions, 'sessionId' | 'parentKey'>;
@@ -37,7 +37,7 @@ const token = Symbol('llamux.session');
 
 /**
  * @internal How a Session reaches its Context: the request path takes the Session itself
- * (no string ids). Installed once by src/context.ts; not public API.
+ * (no string ids). Installed once by src/engine/context.ts; not public API.
  */
 export interface ContextPort {
   generate(ctx: Context, session: Session, options: SessionGenerateOptions): Generation;

@@ -2,10 +2,10 @@
 // the engine thread runs the jobs beside its decodes (native/embedder.cc) and answers each
 // with one `embedded` event, routed by EmbedJobs.
 import { z } from 'zod';
-import type { NativeEmbedJob, NativeEvent } from './binding.js';
-import { LlamuxError, abortError, toErrorCode } from './errors.js';
-import type { Model } from './model.js';
-import { parseOptions } from './options.js';
+import type { NativeEmbedJob, NativeEvent } from '../native/binding.js';
+import { LlamuxError, abortError, toErrorCode } from '../errors.js';
+import type { Model } from '../model/model.js';
+import { parseOptions } from '../options.js';
 import { toInt32Array } from './tokens.js';
 
 const abortSignal = z.custom<AbortSignal>((v) => v instanceof AbortSignal, { message: 'expected an AbortSignal' });

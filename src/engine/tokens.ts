@@ -1,5 +1,5 @@
 // Token-id arrays at the API edge (shared by Model and Context without an import cycle).
-import { LlamuxError } from './errors.js';
+import { LlamuxError } from '../errors.js';
 
 /** Token ids as an Int32Array (copied and checked unless already one). */
 export function toInt32Array(tokens: ArrayLike<number>): Int32Array {

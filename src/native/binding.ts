@@ -2,10 +2,10 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { backendFilesValue, findGpuPackages, type GpuPackage, locateAddon, platformPackageName, probeGpuPackage } from './addon-locate.js';
-import { LlamuxError } from './errors.js';
-import type { NativeRequest, NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent, NativeEmbedJob, NativeSessionCommand } from './native-types.js';
-export type { NativeRequest, NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent, NativeEmbedJob, NativeSessionCommand } from './native-types.js';
+import { backendFilesValue, findGpuPackages, type GpuPackage, locateAddon, platformPackageName, probeGpuPackage } from './locate.js';
+import { LlamuxError } from '../errors.js';
+import type { NativeRequest, NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent, NativeEmbedJob, NativeSessionCommand } from './types.js';
+export type { NativeRequest, NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent, NativeEmbedJob, NativeSessionCommand } from './types.js';
 
 export interface NativeLoadOptions {
   gpuLayers?: number;
@@ -91,7 +91,7 @@ export interface NativeModel {
   dispose(): void;
 }
 
-/** new Context(model, options): every key required (src/native-request.ts contextConfig). */
+/** new Context(model, options): every key required (src/native/request.ts contextConfig). */
 export interface NativeContextOptions {
   contextSize: number;
   batchSize: number;
@@ -253,10 +253,10 @@ export interface NativeBinding {
   };
 }
 
-/** The package root: one level above src/ (tests) or dist/ (the built package). Inside an
+/** The package root: two levels above src/native/ (tests) or dist/native/ (the built package). Inside an
  * Electron asar archive, native files can only be loaded from the unpacked copy
  * (`asarUnpack`), so look there. */
-export const packageRoot = unpackedPath(join(dirname(fileURLToPath(import.meta.url)), '..'));
+export const packageRoot = unpackedPath(join(dirname(fileURLToPath(import.meta.url)), '..', '..'));
 
 function unpackedPath(dir: string): string {
   return process.versions.electron ? dir.replace(/\.asar([\\/]|$)/, '.asar.unpacked$1') : dir;

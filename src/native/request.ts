@@ -5,13 +5,13 @@
 // live in src/options.ts; this file only encodes (undefined maxTokens → -1, no session → '').
 import { resolve as resolvePath } from 'node:path';
 import type { NativeContextOptions, NativeReady, NativeRequest, NativeSessionCommand } from './binding.js';
-import { LlamuxError } from './errors.js';
-import { compileResponseFormat, compileToolGrammar, SchemaGrammarError } from './grammar/index.js';
-import type { ResolvedMarkers } from './markers.js';
-import { promptOpensReasoning, type ResolvedReasoningMarkers } from './reasoning.js';
-import { GGML_TYPE_IDS, type ContextOptionsSchema, type ParsedContinueOptions, type ParsedGenerateOptions } from './options.js';
-import { isZodSchema, parametersJsonSchema } from './tool-schema.js';
-import { toInt32Array } from './tokens.js';
+import { LlamuxError } from '../errors.js';
+import { compileResponseFormat, compileToolGrammar, SchemaGrammarError } from '../grammar/index.js';
+import type { ResolvedMarkers } from '../engine/markers.js';
+import { promptOpensReasoning, type ResolvedReasoningMarkers } from '../engine/reasoning.js';
+import { GGML_TYPE_IDS, type ContextOptionsSchema, type ParsedContinueOptions, type ParsedGenerateOptions } from '../options.js';
+import { isZodSchema, parametersJsonSchema } from '../tool-schema.js';
+import { toInt32Array } from '../engine/tokens.js';
 import type { z } from 'zod';
 
 export type ParsedContextOptions = z.output<typeof ContextOptionsSchema>;
@@ -218,7 +218,7 @@ function sessionFields(session: SessionRef | undefined, wait: boolean): Pick<Nat
   return { sessionId: session?.id ?? '', sessionTtlMs: session?.ttlMs ?? -1, waitForSession: session !== undefined && wait };
 }
 
-/** `generate()`: the prompt, already tokenized (src/prompt-tokens.ts). */
+/** `generate()`: the prompt, already tokenized (src/engine/prompt-tokens.ts). */
 export function generateRequest(
   id: number,
   o: ParsedGenerateOptions,
