@@ -1,10 +1,10 @@
 // Registers the native classes; nothing else.
 #include <napi.h>
 
-#include "addon.h"
-#include "context.h"
-#include "model.h"
-#include "testing.h"
+#include "js/addon.h"
+#include "js/context.h"
+#include "model/model.h"
+#include "testing/testing.h"
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   llamux::addon::Init(env, exports);

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 
 /**
- * Every error code llamux throws or rejects with. The native list (native/errors.h,
+ * Every error code llamux throws or rejects with. The native list (native/engine/errors.h,
  * LLAMUX_ERROR_CODES) holds the same names in the same order; test/api/errors.test.ts checks it.
  */
 export const ERROR_CODES = [

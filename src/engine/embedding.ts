@@ -1,5 +1,5 @@
 // Embeddings and reranking on a Context (ctx.embed, ctx.rerank). The texts are tokenized here;
-// the engine thread runs the jobs beside its decodes (native/embedder.cc) and answers each
+// the engine thread runs the jobs beside its decodes (native/engine/embedder.cc) and answers each
 // with one `embedded` event, routed by EmbedJobs.
 import { z } from 'zod';
 import type { NativeEmbedJob, NativeEvent } from '../native/binding.js';

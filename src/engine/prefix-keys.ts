@@ -1,6 +1,6 @@
 // Prefix keys of prefillOnly(): content addresses under the context's layout key. The layout
 // key itself (model fingerprint + KV layout) is computed once, natively (LayoutKey in
-// native/hash.h, also the disk tier's compatibility check), and reported as settings.layoutKey.
+// native/kv/hash.h, also the disk tier's compatibility check), and reported as settings.layoutKey.
 import { createHash } from 'node:crypto';
 import { LlamuxError } from '../errors.js';
 

@@ -77,7 +77,7 @@ export interface NativeMetadata {
 }
 
 export interface NativeModel {
-  /** Bounded pieces (native/tokenizer.h); `cancel[0] !== 0` stops it (ABORTED); more than `maxTokens` throws CONTEXT_OVERFLOW. */
+  /** Bounded pieces (native/model/tokenizer.h); `cancel[0] !== 0` stops it (ABORTED); more than `maxTokens` throws CONTEXT_OVERFLOW. */
   tokenize(text: string, addSpecial: boolean, parseSpecial: boolean, cancel?: Int32Array, maxTokens?: number): Int32Array;
   /** The same on a libuv thread. */
   tokenizeAsync(text: string, addSpecial: boolean, parseSpecial: boolean, cancel?: Int32Array, maxTokens?: number): Promise<Int32Array>;
@@ -209,14 +209,14 @@ export interface NativeBinding {
       tokens: Int32Array,
     ): { outputs: Array<[ 'text' | 'body' | 'open' | 'close' | 'payloadOpen' | 'payloadClose', Int32Array ]>; greedy: boolean[]; region: number };
     textStream(stops: string[], pieces: Uint8Array[]): { text: Uint8Array; deltas: Uint8Array[]; stopped: boolean; stopAt: number };
-    /** native/reuse_planner.h: an omitted *Common key means that source has no entry. */
+    /** native/kv/reuse_planner.h: an omitted *Common key means that source has no entry. */
     planReuse(inputs: NativeReuseInputs): NativeReusePlan;
     /** Feeds tokens to a llama.cpp grammar: how many it accepts, and whether it may end there. */
-    /** One request's draft length per tick (0: none) when the first agree[t] draft tokens of tick t would stand (native/speculative.h). */
+    /** One request's draft length per tick (0: none) when the first agree[t] draft tokens of tick t would stand (native/speculative/speculative.h). */
     speculativePolicy(draftMax: number, contextAccepted: number, contextMisses: number, agree: number[], draftModel?: boolean): { lengths: number[]; accepted: number; misses: number };
     grammarAccepts(model: NativeModel, gbnf: string, root: string, tokens: Int32Array): { parsed: boolean; accepted: number; complete: boolean };
     /** Issue 26, tests only: while on, the scheduler copies the logits it samples from, keyed by the
-     * request's seed and step (native/logits_tap.h); logitsTap clears them, takeLogits hands them over. */
+     * request's seed and step (native/testing/logits_tap.h); logitsTap clears them, takeLogits hands them over. */
     logitsTap(on: boolean): void;
     takeLogits(): Array<{ seed: number; step: number; logits: Float32Array }>;
     /** One plain llama_tokenize call (the reference for the bounded tokenizer). */

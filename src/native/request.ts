@@ -1,7 +1,7 @@
 // The mappers from validated options to what the native addon reads: one per request kind
 // (generate, continue, prefillOnly, session command) plus the context config. Each returns a
 // complete object: every key the native side reads is present, and the native side holds no
-// defaults (native/context.cc throws a TypeError naming a missing or mistyped key). Defaults
+// defaults (native/js/context.cc throws a TypeError naming a missing or mistyped key). Defaults
 // live in src/options.ts; this file only encodes (undefined maxTokens → -1, no session → '').
 import { resolve as resolvePath } from 'node:path';
 import type { NativeContextOptions, NativeReady, NativeRequest, NativeSessionCommand } from './binding.js';

@@ -40,8 +40,8 @@ describe('LlamuxError', () => {
 });
 
 describe('error codes: one list in TypeScript, one in C++', () => {
-  it('ERROR_CODES matches native/errors.h LLAMUX_ERROR_CODES, in order', () => {
-    const header = readFileSync(join(projectRoot, 'native', 'errors.h'), 'utf8');
+  it('ERROR_CODES matches native/engine/errors.h LLAMUX_ERROR_CODES, in order', () => {
+    const header = readFileSync(join(projectRoot, 'native', 'engine', 'errors.h'), 'utf8');
     const native = [...header.matchAll(/^\s*X\(\w+, "([A-Z_]+)"\)/gm)].map((m) => m[1]);
     expect(native).toEqual([...ERROR_CODES]);
   });

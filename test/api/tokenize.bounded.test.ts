@@ -1,4 +1,4 @@
-// The bounded tokenizer (native/tokenizer.h) against llama.cpp's own single llama_tokenize call
+// The bounded tokenizer (native/model/tokenizer.h) against llama.cpp's own single llama_tokenize call
 // (the raw testing hook), on real vocabularies: the tiny Llama 2 model and llama.cpp's vocab-only
 // files (SPM, BPE, and Gemma 4's many user-defined tokens). Small piece sizes put many cuts into
 // short texts; a seeded property test covers random and adversarial texts.

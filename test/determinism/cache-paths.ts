@@ -2,7 +2,7 @@
 // `deterministic: true` the logits of every position are bit-identical whatever path produced
 // them (cold, chunked prefill, 8 concurrent sequences, live prefix, shared prefix, session
 // continue, fork, RAM tier, disk tier, KV-full preemption). The logits come from the scheduler
-// through the testing tap (native/logits_tap.h), keyed by each request's seed. The same paths in
+// through the testing tap (native/testing/logits_tap.h), keyed by each request's seed. The same paths in
 // default mode report the largest deviation they saw (the test can see a difference).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,5 +1,5 @@
 // Issue 26, item 2: each request's sampler chain has its own random stream
-// (llama_sampler_init_dist(seed) in native/sampler.cc), so a seed gives the same tokens alone and
+// (llama_sampler_init_dist(seed) in native/sampling/sampler.cc), so a seed gives the same tokens alone and
 // beside 7 other sequences, in deterministic mode (where the logits are equal too).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

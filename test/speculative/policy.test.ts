@@ -1,4 +1,4 @@
-// The draft-length policy (native/speculative.cc), tick by tick through the testing hook: one
+// The draft-length policy (native/speculative/speculative.cc), tick by tick through the testing hook: one
 // tile first, longer drafts only once the evidence says the text keeps agreeing, pauses that
 // double while drafts miss, and a context's history as a new request's first estimate.
 // Expected lengths are worked out by hand from the cost model in speculative.h (a plain step 1,

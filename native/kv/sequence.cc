@@ -1,0 +1,280 @@
+#include "kv/sequence.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "kv/state_tiers.h"
+
+namespace llamux {
+
+namespace {
+
+// The envelope of a state with checkpoints: "LXCP", u32 count, count x (u64 pos, u64 bytes,
+// bytes), then the full llama.cpp state. A blob without the magic is a bare llama.cpp state.
+constexpr char kMagic[4] = {'L', 'X', 'C', 'P'};
+
+template <typename T>
+bool ReadAt(const std::vector<uint8_t> &b, size_t *off, T *v) {
+  if (*off + sizeof(T) > b.size()) return false;
+  std::memcpy(v, b.data() + *off, sizeof(T));
+  *off += sizeof(T);
+  return true;
+}
+
+template <typename T>
+void WriteTo(std::vector<uint8_t> *b, T v) {
+  const uint8_t *p = reinterpret_cast<const uint8_t *>(&v);
+  b->insert(b->end(), p, p + sizeof(T));
+}
+
+// Parses an envelope: the checkpoint (pos, offset, bytes) triples and where the full state
+// starts. False for a bare state (body = 0) or a malformed envelope.
+struct EnvelopeEntry {
+  size_t pos, off, bytes;
+};
+bool ParseEnvelope(const std::vector<uint8_t> &b, std::vector<EnvelopeEntry> *entries, size_t *body, bool *malformed) {
+  *body = 0;
+  *malformed = false;
+  if (b.size() < 8 || std::memcmp(b.data(), kMagic, 4) != 0) return false;
+  size_t off = 4;
+  uint32_t count = 0;
+  ReadAt(b, &off, &count);
+  for (uint32_t i = 0; i < count; i++) {
+    uint64_t pos = 0, bytes = 0;
+    if (!ReadAt(b, &off, &pos) || !ReadAt(b, &off, &bytes) || bytes > b.size() - off) {
+      *malformed = true;
+      return false;
+    }
+    if (entries != nullptr) entries->push_back({static_cast<size_t>(pos), off, static_cast<size_t>(bytes)});
+    off += bytes;
+  }
+  *body = off;
+  return true;
+}
+
+}  // namespace
+
+Sequence::Sequence(llama_context *ctx, int32_t id) : ctx_(ctx), mem_(llama_get_memory(ctx)), id_(id) {
+  const llama_model *m = llama_get_model(ctx);
+  partial_ = llama_model_is_recurrent(m) || llama_model_is_hybrid(m);
+}
+
+void Sequence::Clear() {
+  llama_memory_seq_rm(mem_, id_, -1, -1);
+  tokens_.clear();
+  ckpts_.clear();
+}
+
+void Sequence::DropCheckpointsAbove(size_t n) {
+  while (!ckpts_.empty() && ckpts_.back().pos > n) ckpts_.pop_back();
+}
+
+size_t Sequence::KeepableAt(size_t n) const {
+  if (n >= tokens_.size()) return tokens_.size();
+  if (!partial_) return n;
+  for (auto it = ckpts_.rbegin(); it != ckpts_.rend(); ++it) {
+    if (it->pos <= n) return it->pos;
+  }
+  return 0;
+}
+
+bool Sequence::RestoreCheckpoint(size_t n) {
+  for (auto it = ckpts_.rbegin(); it != ckpts_.rend(); ++it) {
+    if (it->pos > n || it->pos == 0 || it->pos > tokens_.size()) continue;
+    size_t got = 0;
+    try {
+      got = llama_state_seq_set_data_ext(ctx_, it->state.data(), it->state.size(), id_, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    } catch (...) {
+      got = 0;
+    }
+    // the recurrent part now ends at pos - 1: dropping the cells from pos on only touches the
+    // attention part
+    if (got == 0 || !llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(it->pos), -1)) return false;
+    tokens_.resize(it->pos);
+    DropCheckpointsAbove(it->pos);
+    return true;
+  }
+  return false;
+}
+
+size_t Sequence::TruncateTo(size_t n) {
+  if (n >= tokens_.size()) return tokens_.size();
+  if (n == 0) {
+    Clear();
+    return 0;
+  }
+  if (partial_) {
+    if (RestoreCheckpoint(n)) return tokens_.size();
+    Clear();
+    return 0;
+  }
+  if (!llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(n), -1)) {
+    Clear();
+    return 0;
+  }
+  tokens_.resize(n);
+  return n;
+}
+
+bool Sequence::TakeCheckpoint() {
+  if (!UsesCheckpoints() || tokens_.empty()) return false;
+  if (!ckpts_.empty() && ckpts_.back().pos == tokens_.size()) return false;
+  DropCheckpointsAbove(tokens_.size());
+  Checkpoint c;
+  c.pos = tokens_.size();
+  size_t size = llama_state_seq_get_size_ext(ctx_, id_, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+  if (size == 0 || size > kMaxCheckpointBytes) return false;
+  c.state.resize(size);
+  size_t got = llama_state_seq_get_data_ext(ctx_, c.state.data(), c.state.size(), id_, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+  if (got == 0) return false;
+  c.state.resize(got);
+  ckpts_.push_back(std::move(c));
+  while (ckpts_.size() > maxCkpts_ || (ckpts_.size() > 1 && CheckpointBytes() > kMaxCheckpointBytes)) {
+    ckpts_.erase(ckpts_.begin());
+  }
+  return true;
+}
+
+size_t Sequence::CheckpointBytes() const {
+  size_t n = 0;
+  for (const auto &c : ckpts_) n += c.state.size();
+  return n;
+}
+
+size_t Sequence::KeepableInBlob(const std::vector<uint8_t> &blob, size_t total, size_t n) {
+  if (n >= total) return total;
+  std::vector<EnvelopeEntry> entries;
+  size_t body = 0;
+  bool malformed = false;
+  if (!ParseEnvelope(blob, &entries, &body, &malformed)) return 0;
+  size_t best = 0;
+  for (const auto &e : entries) {
+    if (e.pos <= n && e.pos > best) best = e.pos;
+  }
+  return best;
+}
+
+void Sequence::ShareFrom(const Sequence &src, size_t n) {
+  Clear();
+  if (n == SIZE_MAX) {
+    llama_memory_seq_cp(mem_, src.id_, id_, -1, -1);
+    tokens_ = src.tokens_;
+    ckpts_ = src.ckpts_;
+    return;
+  }
+  llama_memory_seq_cp(mem_, src.id_, id_, 0, static_cast<llama_pos>(n));
+  tokens_.assign(src.tokens_.begin(), src.tokens_.begin() + static_cast<long>(n));
+  for (const auto &c : src.ckpts_) {
+    if (c.pos <= n) ckpts_.push_back(c);
+  }
+}
+
+bool Sequence::Restore(const std::vector<uint8_t> &blob, const std::vector<llama_token> &tokens) {
+  Clear();
+  std::vector<EnvelopeEntry> entries;
+  size_t body = 0;
+  bool malformed = false;
+  ParseEnvelope(blob, &entries, &body, &malformed);
+  size_t n = 0;
+  if (!malformed && body < blob.size()) {
+    try {
+      n = llama_state_seq_set_data(ctx_, blob.data() + body, blob.size() - body, id_);
+    } catch (...) {
+      n = 0;  // llama.cpp throws on a malformed state: treated as a failed restore
+    }
+  }
+  if (n == 0) {
+    Clear();
+    return false;
+  }
+  tokens_ = tokens;
+  if (UsesCheckpoints()) {
+    for (const auto &e : entries) {
+      if (e.pos == 0 || e.pos > tokens_.size()) continue;
+      Checkpoint c;
+      c.pos = e.pos;
+      c.state.assign(blob.begin() + static_cast<long>(e.off), blob.begin() + static_cast<long>(e.off + e.bytes));
+      ckpts_.push_back(std::move(c));
+    }
+  }
+  return true;
+}
+
+void Sequence::Append(const llama_token *tokens, size_t n) { tokens_.insert(tokens_.end(), tokens, tokens + n); }
+
+size_t Sequence::ComputedBeyond() const {
+  llama_pos posMax = llama_memory_seq_pos_max(mem_, id_);
+  size_t computed = posMax < 0 ? 0 : static_cast<size_t>(posMax) + 1;
+  return computed > tokens_.size() ? computed - tokens_.size() : 0;
+}
+
+void Sequence::DropUncommitted() {
+  if (partial_) {
+    // After an aborted decode the recurrent state may have run past Size() (llama.cpp cannot
+    // drop the aborted ubatch from it): always back to the newest checkpoint at or below Size().
+    size_t n = tokens_.size();
+    if (n == 0 || !RestoreCheckpoint(n)) Clear();
+    return;
+  }
+  if (!llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(tokens_.size()), -1)) Clear();
+}
+
+bool Sequence::AcceptDraft(const llama_token *tokens, size_t accepted) {
+  Append(tokens, accepted);
+  if ((partial_ && !draftRollback_) || !llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(tokens_.size()), -1)) {
+    Clear();
+    return false;
+  }
+  return true;
+}
+
+size_t Sequence::StateSize() const {
+  size_t n = llama_state_seq_get_size(ctx_, id_);
+  if (!ckpts_.empty()) n += 8 + ckpts_.size() * 16 + CheckpointBytes();
+  return n;
+}
+
+bool Sequence::CopyState(std::vector<uint8_t> *blob) const {
+  size_t size = llama_state_seq_get_size(ctx_, id_);
+  if (size == 0) return false;
+  blob->clear();
+  if (!ckpts_.empty()) {
+    blob->resize(4);
+    std::memcpy(blob->data(), kMagic, 4);
+    WriteTo<uint32_t>(blob, static_cast<uint32_t>(ckpts_.size()));
+    for (const auto &c : ckpts_) {
+      WriteTo<uint64_t>(blob, c.pos);
+      WriteTo<uint64_t>(blob, c.state.size());
+      blob->insert(blob->end(), c.state.begin(), c.state.end());
+    }
+  }
+  size_t body = blob->size();
+  blob->resize(body + size);
+  size_t got = llama_state_seq_get_data(ctx_, blob->data() + body, size, id_);
+  if (got == 0) return false;
+  blob->resize(body + got);
+  return true;
+}
+
+bool Sequence::Save(StateTiers &tiers, const std::string &session) const { return tiers.Save(*this, session); }
+
+bool Sequence::SaveIfWorth(StateTiers &tiers, size_t kept, Overwrite why) const {
+  if (Pinned()) return false;
+  switch (why) {
+    case Overwrite::Replace:
+      if (Size() <= kept) return false;
+      break;
+    case Overwrite::Trim:
+      if (kept >= Size() / 2) return false;
+      break;
+    case Overwrite::Fork: {
+      RamTier *ram = tiers.Ram();
+      if (ram == nullptr || Size() < ram->BlockSize()) return false;
+      break;
+    }
+  }
+  tiers.Save(*this, "");
+  return true;
+}
+
+}  // namespace llamux

@@ -1,0 +1,50 @@
+#include "kv/state_tiers.h"
+
+namespace llamux {
+
+bool StateTiers::Save(const Sequence &s, const std::string &session) {
+  const std::vector<llama_token> &tokens = s.Tokens();
+  if (!Any() || tokens.empty()) return false;
+  if (session.empty() && tokens.size() < 16) return false;
+  if (session.empty() && !s.scope.empty()) return false;  // scoped KV never enters the shared prefix tiers
+  if (!ram_ && !session.empty()) return false;
+  if (!ram_) {
+    std::vector<uint8_t> blob;
+    if (s.CopyState(&blob)) disk_->Save(tokens, std::move(blob));
+    return false;
+  }
+  if (s.StateSize() > ram_->Budget() && !disk_) return false;
+  std::vector<uint8_t> blob;
+  if (!s.CopyState(&blob)) return false;
+  if (disk_ && session.empty()) disk_->Save(tokens, blob);  // the I/O thread writes it
+  return ram_->Insert(tokens, std::move(blob), session);
+}
+
+bool StateTiers::Restore(Sequence &s, const std::vector<llama_token> &tokens, const std::vector<uint8_t> &blob,
+                         double *ms) {
+  Clock::time_point t0 = Clock::now();
+  bool ok = s.Restore(blob, tokens);
+  *ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (ok) restores++;
+  return ok;
+}
+
+void StateTiers::SaveToDisk(const Sequence &s) {
+  const std::vector<llama_token> &tokens = s.Tokens();
+  if (!disk_ || !s.scope.empty() || tokens.size() < 16 || disk_->Has(tokens)) return;
+  // The copy-out runs on the engine thread: skip it when the write would be dropped anyway.
+  if (!disk_->WouldQueue(s.StateSize())) return;
+  std::vector<uint8_t> blob;
+  if (s.CopyState(&blob)) disk_->Save(tokens, std::move(blob));
+}
+
+void StateTiers::SaveAllToDisk(const std::vector<Sequence> &sequences, size_t minTokens) {
+  if (!disk_) return;
+  for (const auto &s : sequences) {
+    if (s.Size() < minTokens || !s.scope.empty()) continue;
+    std::vector<uint8_t> blob;
+    if (s.CopyState(&blob)) disk_->Save(s.Tokens(), std::move(blob));
+  }
+}
+
+}  // namespace llamux
