@@ -18,7 +18,7 @@ void Batch::Add(Request &r, size_t count, bool wantLogits) {
   r.tick.first = batch_.n_tokens;
   for (size_t i = 0; i < count; i++) {
     size_t pos = r.nPast + i;
-    PushRow(batch_, r.tokens[pos], static_cast<llama_pos>(pos), r.seq->Id(), wantLogits && i + 1 == count);
+    PushRow(batch_, r.tokens[pos], static_cast<llama_pos>(pos), r.Seq()->Id(), wantLogits && i + 1 == count);
   }
   r.tick.count = count;
   r.tick.logitIdx = wantLogits ? batch_.n_tokens - 1 : -1;
@@ -30,7 +30,7 @@ void Batch::Add(Request &r, size_t count, bool wantLogits) {
 // join the sequence in VerifyDraft (Sequence::AcceptDraft), rejected ones leave the KV.
 void Batch::AddDraft(Request &r) {
   const std::vector<llama_token> &draft = r.spec.draft;
-  for (size_t i = 0; i < draft.size(); i++) PushRow(batch_, draft[i], static_cast<llama_pos>(r.nPast + 1 + i), r.seq->Id(), true);
+  for (size_t i = 0; i < draft.size(); i++) PushRow(batch_, draft[i], static_cast<llama_pos>(r.nPast + 1 + i), r.Seq()->Id(), true);
   if (!draft.empty()) drafts_ = true;
 }
 
@@ -38,8 +38,8 @@ void Batch::AddDraft(Request &r) {
 // its tokens below nPast (verified over the api/hardening/replay tests while refactoring).
 static void CheckMirror(const Request &r) {
   (void)r;
-  assert(r.done || r.seq == nullptr ||
-         (r.seq->Size() == r.nPast && std::equal(r.seq->Tokens().begin(), r.seq->Tokens().end(), r.tokens.begin())));
+  assert(r.Done() || r.Seq() == nullptr ||
+         (r.Seq()->Size() == r.nPast && std::equal(r.Seq()->Tokens().begin(), r.Seq()->Tokens().end(), r.tokens.begin())));
 }
 
 bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
@@ -51,7 +51,7 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
   int32_t decoders = 0;
   for (auto &rp : active) {
     const Request &r = *rp;
-    if (!r.done && !r.paused && r.nGenerated > 0 && r.tokens.size() - r.nPast == 1) decoders++;
+    if (!r.Done() && !r.Paused() && r.nGenerated > 0 && r.tokens.size() - r.nPast == 1) decoders++;
   }
   for (auto &rp : active) {
     Request &r = *rp;
@@ -59,7 +59,7 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
     r.tick.logitIdx = -1;
     r.tick.first = -1;
     std::vector<llama_token> &draft = r.spec.draft;
-    if (r.done || r.paused || r.nGenerated == 0 || r.tokens.size() - r.nPast != 1 || batch_.n_tokens >= capacity_) {
+    if (r.Done() || r.Paused() || r.nGenerated == 0 || r.tokens.size() - r.nPast != 1 || batch_.n_tokens >= capacity_) {
       draft.clear();
       if (batch_.n_tokens >= capacity_) break;
       continue;
@@ -80,17 +80,17 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
   for (auto &rp : active) {
     Request &r = *rp;
     if (prefillAllowance <= 0) break;
-    if (r.done) continue;
+    if (r.Done()) continue;
     size_t pending = r.tokens.size() - r.nPast;
     if (pending == 0) continue;
     // A generating request decodes one token above; more pending means it was preempted
     // and recomputes its prompt + output here (paused: later).
-    if (r.nGenerated > 0 && (pending == 1 || r.paused)) continue;
+    if (r.nGenerated > 0 && (pending == 1 || r.Paused())) continue;
     size_t n = std::min(pending, static_cast<size_t>(prefillAllowance));
     // A memory that keeps checkpoints stops a prompt one token short, so a checkpoint can be
     // taken there (Commit): a later request with the same prompt keeps all but the token it
     // decodes for logits.
-    if (r.seq->UsesCheckpoints() && r.nGenerated == 0 && r.nPrompt >= 2) {
+    if (r.Seq()->UsesCheckpoints() && r.nGenerated == 0 && r.nPrompt >= 2) {
       size_t stop = r.nPrompt - 1;
       if (r.nPast < stop && r.nPast + n > stop) n = stop - r.nPast;
     }
@@ -117,10 +117,10 @@ int32_t Batch::Decode() { return GuardedDecode(ctx_, batch_); }
 void Batch::Commit() {
   for (Request *rp : members_) {
     Request &r = *rp;
-    r.seq->Append(r.tokens.data() + r.nPast, r.tick.count);
+    r.Seq()->Append(r.tokens.data() + r.nPast, r.tick.count);
     r.nPast += r.tick.count;
     // a turn boundary: the prompt minus its last token (see Build)
-    if (r.nGenerated == 0 && r.nPrompt >= 2 && r.nPast == r.nPrompt - 1) r.seq->TakeCheckpoint();
+    if (r.nGenerated == 0 && r.nPrompt >= 2 && r.nPast == r.nPrompt - 1) r.Seq()->TakeCheckpoint();
   }
 }
 
@@ -128,22 +128,22 @@ void Batch::KeepComputed() {
   for (Request *rp : members_) CheckMirror(*rp);
   for (Request *rp : members_) {
     Request &r = *rp;
-    if (r.done) continue;
-    size_t keep = std::min(r.seq->ComputedBeyond(), r.tick.count);
+    if (r.Done()) continue;
+    size_t keep = std::min(r.Seq()->ComputedBeyond(), r.tick.count);
     // a recurrent state is one position, not a list: nothing of an aborted decode is kept
-    if (r.seq->PartialMemory()) keep = 0;
+    if (r.Seq()->PartialMemory()) keep = 0;
     if (r.tick.logitIdx >= 0 && keep == r.tick.count) keep--;
-    r.seq->Append(r.tokens.data() + r.nPast, keep);
+    r.Seq()->Append(r.tokens.data() + r.nPast, keep);
     r.nPast += keep;
-    r.seq->DropUncommitted();
-    r.nPast = r.seq->Size();  // 0 when the memory could not drop the tail
+    r.Seq()->DropUncommitted();
+    r.nPast = r.Seq()->Size();  // 0 when the memory could not drop the tail
   }
 }
 
 bool Batch::FreeIdle(std::vector<Sequence> &sequences) {
   bool freed = false;
   for (auto &s : sequences) {
-    if (s.req == nullptr && !s.Empty()) {
+    if (!s.Busy() && !s.Empty()) {
       s.Clear();
       freed = true;
     }

@@ -1,5 +1,7 @@
 #include "engine/embedder.h"
 
+#include "kv/sequence.h"
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -208,7 +210,7 @@ void Embedder::Step(uint32_t maxTokens, bool decoding) {
   }
   if (slots.empty()) return;  // cannot happen: every input fits an empty batch (checked in Add)
   int32_t ret = GuardedDecode(ctx, batch_);
-  if (llama_memory_t mem = llama_get_memory(ctx)) llama_memory_clear(mem, true);
+  Sequence::ClearCells(ctx);
   std::vector<EmbedJob *> members;
   for (auto &s : slots) {
     if (std::find(members.begin(), members.end(), s.job) == members.end()) members.push_back(s.job);

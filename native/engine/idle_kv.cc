@@ -1,47 +1,57 @@
-// Idle KV must not tax running requests. With a unified KV cache llama.cpp attends over
-// every cell up to the highest one in use, so a conversation or prefix that sits idle in
-// the cache widens the attention window of every token the other sequences decode (a
-// 2,000-token idle session makes a short request's decode attend over 2,000 masked cells).
-// While requests decode, idle sequences unused for `idleKvSpillMs` whose cells outnumber the
-// running ones move to the RAM tier (sessions come back transparently, prefixes by lookup)
-// and their cells are freed. Nothing is dropped unless the RAM tier took it. Off by default:
-// the copy stalls the engine (~0.5 s for a 2,000-token state of the 250 M bench model), and
-// llamux's llama.cpp patch fa-masked-kv already keeps masked cells from costing decode time
-// (kept: 0.99x of no idle session, bench attention suite, idle-KV table).
-// Part of the Scheduler class (scheduler.h).
-#include "engine/scheduler.h"
+#include "engine/idle_kv.h"
+
+#include <algorithm>
+
+#include "engine/command_queue.h"
+#include "engine/gauges.h"
+#include "kv/sessions.h"
+#include "kv/state_tiers.h"
 
 namespace llamux {
 
-void Scheduler::SpillTaxingIdleKv() {
-  if (cfg_.idleKvSpillMs == 0 || !cfg_.unifiedKv || tiers_->Ram() == nullptr) return;
+void IdleKv::SpillTaxing(const std::vector<std::unique_ptr<Request>> &active) {
+  if (d_.spillMs == 0 || !d_.unifiedKv || d_.tiers->Ram() == nullptr) return;
   size_t activeCells = 0;
   bool decoding = false;
-  for (auto &rp : active_) {
+  for (auto &rp : active) {
     const Request &r = *rp;
-    if (r.done || r.seq == nullptr) continue;
+    if (r.Done() || r.Seq() == nullptr) continue;
     activeCells += r.tokens.size();
-    decoding = decoding || (r.nGenerated > 0 && !r.paused);
+    decoding = decoding || (r.nGenerated > 0 && !r.Paused());
   }
   if (!decoding) return;
   Clock::time_point now = Clock::now();
   size_t idleCells = 0;
-  for (auto &s : sequences_) {
-    if (s.req == nullptr) idleCells += s.Size();
+  for (auto &s : *d_.sequences) {
+    if (!s.Busy()) idleCells += s.Size();
   }
   if (idleCells <= activeCells) return;  // the window at most doubles: not worth a copy
-  for (auto &s : sequences_) {
-    if (s.req != nullptr || s.Empty() || MsBetween(s.lastUsed, now) < cfg_.idleKvSpillMs) continue;
+  for (auto &s : *d_.sequences) {
+    if (s.Busy() || s.Empty() || MsBetween(s.lastUsed, now) < d_.spillMs) continue;
     // the RAM tier did not take it: keep the KV
     if (s.Pinned()) {
-      if (!sessions_.Spill(s)) continue;
+      if (!d_.sessions->Spill(s)) continue;
     } else {
-      if (!s.Save(*tiers_, "")) continue;
+      if (!s.Save(*d_.tiers, "")) continue;
       s.Clear();
     }
-    counters_.idleSpills++;
+    d_.counters->idleSpills++;
   }
-  UpdateCounters();
+  d_.gauges->Update();
+}
+
+void IdleKv::WriteDirty(CommandQueue &queue) {
+  Clock::time_point now = Clock::now();
+  for (auto &s : *d_.sequences) {
+    if (!s.diskDirty || s.Busy() || MsBetween(s.lastUsed, now) < kWriteThroughGraceMs) continue;
+    if (queue.Ready()) return;
+    s.diskDirty = false;
+    d_.tiers->SaveToDisk(s);
+  }
+}
+
+bool IdleKv::AnyDirty() const {
+  return std::any_of(d_.sequences->begin(), d_.sequences->end(), [](const Sequence &s) { return s.diskDirty; });
 }
 
 }  // namespace llamux

@@ -268,8 +268,7 @@ void Output::Fail(Request &r, ErrorCode code, const std::string &message) {
 }
 
 void Output::End(Request &r, FinishReason reason, const char *code, const std::string &message) {
-  if (r.done) return;
-  r.done = true;
+  if (r.Done()) return;
   // Held-back text (a possible stop string, a possible marker, an incomplete character) is
   // released only when generation really ended there (eog, length). An abort or error cuts
   // the output short: what was held stays unsaid, so everything streamed is a prefix of what
@@ -329,13 +328,13 @@ void Output::FlushEvents(const std::vector<std::unique_ptr<Request>> &active, bo
   bool urgent = force || !events_.empty();
   for (size_t i = 0; !urgent && i < active.size(); i++) {
     const Request &r = *active[i];
-    urgent = !r.done && !r.streamed && (!r.text.pending.empty() || !r.reasoning.pending.empty() || !r.span.pending.empty());
+    urgent = !r.Done() && !r.streamed && (!r.text.pending.empty() || !r.reasoning.pending.empty() || !r.span.pending.empty());
   }
   if (!urgent && std::chrono::duration<double, std::micro>(now - lastFlush_).count() < kFlushIntervalUs) return;
   lastFlush_ = now;
   for (auto &rp : active) {
     Request &r = *rp;
-    if (r.done) continue;
+    if (r.Done()) continue;
     // Tokens travel with the text they produced: a token that only began a UTF-8
     // character (or a possible stop string) waits for the event that completes it.
     size_t before = events_.size();

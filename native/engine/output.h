@@ -35,7 +35,7 @@ class Output {
 
   // The request's last events: held text is released when generation really ended there
   // (eog, length), an open span is closed as truncated, the stats are completed and the
-  // final event is queued. Marks the request done.
+  // final event is queued. Called by Lifecycle, which then marks the request done.
   void Finish(Request &r, FinishReason reason);
   void Fail(Request &r, ErrorCode code, const std::string &message);
 

@@ -20,18 +20,33 @@ namespace llamux {
 // Where a waiting request stands after an admission attempt.
 enum class Placement { Placed, Wait, Done };
 
+// A request's lifecycle. Lifecycle (lifecycle.h) is the only writer: every transition and
+// what goes with it (events, the sequence link, the session) happens there.
+//   Queued -> WaitingForSession -> Prefilling -> Decoding -> Done
+//   Prefilling/Decoding <-> Paused; Prefilling/Decoding/Paused -> Preempted -> Prefilling
+//   any -> Done (finished, failed, aborted)
+enum class Phase : uint8_t { Queued, WaitingForSession, Prefilling, Decoding, Paused, Preempted, Done };
+const char *PhaseName(Phase p);
+
 struct SessionState;
+class Lifecycle;
 
 struct Request {
   std::unique_ptr<RequestParams> p;
-  Sequence *seq = nullptr;
   SessionState *session = nullptr;  // the session it joined (Sessions::Join), until it leaves
   std::vector<llama_token> tokens;  // prompt, then every sampled token that was fed
-  size_t nPast = 0;                 // tokens[0, nPast) are in the KV (== seq->Size() on a sequence)
+  size_t nPast = 0;                 // tokens[0, nPast) are in the KV (== Seq()->Size() on a sequence)
   size_t nPrompt = 0;
   int32_t nGenerated = 0;
-  bool paused = false;
-  bool done = false;
+
+  Phase phase() const { return phase_; }
+  bool Done() const { return phase_ == Phase::Done; }
+  bool Paused() const { return phase_ == Phase::Paused; }
+  // Runnable: on a sequence, not paused, not done (prefilling or decoding).
+  bool Running() const { return phase_ == Phase::Prefilling || phase_ == Phase::Decoding; }
+  // The sequence it decodes on (nullptr while waiting). Set only by Sequence::Attach/Detach.
+  Sequence *Seq() const { return seq_; }
+
   bool streamed = false;  // an event with its output left (the first one goes without waiting)
   Sampler sampler;
   FinalStats stats;
@@ -102,10 +117,16 @@ struct Request {
   // KV-full preemption (preemption.cc): the request left its sequence and waits to be
   // re-admitted with every token it had (prompt + generated), recomputed from the prefix caches.
   struct Preemption {
-    bool requeue = false;      // set on the tick it lost its sequence; the loop moves it back to waiting
     bool resumed = false;      // it has been preempted at least once (admission keeps its first stats)
     uint64_t resumeAfter = 0;  // re-admit once the scheduler's finished count passes this
   } preempt;
+
+ private:
+  friend class Lifecycle;
+  friend class Sequence;
+  Phase phase_ = Phase::Queued;
+  bool pauseAsked_ = false;  // a pause that outlives a preemption (JS paused the stream)
+  Sequence *seq_ = nullptr;
 };
 
 inline double MsBetween(Clock::time_point a, Clock::time_point b) {

@@ -1,14 +1,13 @@
-// One sampled token through the output path, shared by plain decode steps and the rows of a
-// speculative draft (draft_verify.cc). Part of the Scheduler class.
-#include "testing/logits_tap.h"
+#include "engine/token_step.h"
+
+#include "engine/lifecycle.h"
+#include "engine/output.h"
 #include "sampling/logprobs.h"
-#include "engine/scheduler.h"
+#include "testing/logits_tap.h"
 
 namespace llamux {
 
-// One token from output row `idx`: sampled (or forced: a spent reasoning budget), then fed to
-// the output path. The step says whether generation goes on; the caller ends the request.
-Scheduler::TokenStep Scheduler::NextToken(Request &r, int32_t idx) {
+TokenStep TokenStepper::Next(Request &r, int32_t idx) {
   TokenStep st;
   if (logits_tap::On()) {
     logits_tap::Record(r.p->sampling.seed, r.nGenerated, llama_get_logits_ith(ctx_, idx), nVocab_);
@@ -44,11 +43,12 @@ Scheduler::TokenStep Scheduler::NextToken(Request &r, int32_t idx) {
     // One entry per generated token (an end-of-generation token is not output), drafted rows
     // included: each row's logits are the ones its token was sampled from.
     const float *logits = llama_get_logits_ith(ctx_, idx);
-    if (logits != nullptr && !llama_vocab_is_eog(llama_model_get_vocab(model_), tok)) {
+    if (logits != nullptr && !llama_vocab_is_eog(vocab_, tok)) {
       r.logprobs.push_back(ComputeLogprob(logits, nVocab_, tok, r.p->logprobs, &r.logprobScratch));
     }
   }
-  Output::Step step = output_.OnToken(r, tok, sequenceContextSize_, &st.reason);
+  Output::Step step = output_->OnToken(r, tok, nCtxSeq_, &st.reason);
+  life_->FirstToken(r);
   if (step == Output::Step::GrammarFailed) {
     st.kind = TokenStep::Kind::Fail;
     st.code = ErrorCode::GrammarFailed;
@@ -59,9 +59,9 @@ Scheduler::TokenStep Scheduler::NextToken(Request &r, int32_t idx) {
   return st;
 }
 
-void Scheduler::EndStep(Request &r, const TokenStep &st) {
-  if (st.kind == TokenStep::Kind::Fail) Fail(r, st.code, st.message);
-  else if (st.kind == TokenStep::Kind::Finish) Finish(r, st.reason);
+void TokenStepper::End(Request &r, const TokenStep &st) {
+  if (st.kind == TokenStep::Kind::Fail) life_->Fail(r, st.code, st.message);
+  else if (st.kind == TokenStep::Kind::Finish) life_->Finish(r, st.reason);
 }
 
 }  // namespace llamux

@@ -88,8 +88,8 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
     if (mode != "off" && mode != "ngram" && mode != "draft" && mode != "mtp") {
       throw Napi::RangeError::New(env, "speculative must be \"off\", \"ngram\", \"draft\" or \"mtp\"");
     }
-    cfg.spec.mode = mode == "ngram" ? 1 : mode == "draft" ? 2 : mode == "mtp" ? 3 : 0;
-    if (cfg.spec.mode == 3 && !model_->mtpLoaded) {
+    cfg.spec.mode = mode == "ngram" ? SpecMode::Ngram : mode == "draft" ? SpecMode::Draft : mode == "mtp" ? SpecMode::Mtp : SpecMode::Off;
+    if (cfg.spec.mode == SpecMode::Mtp && !model_->mtpLoaded) {
       ThrowCoded(env, ErrorCode::InvalidArgument, llama_model_n_layer_nextn(model_->model) > 0
                                       ? "speculative \"mtp\" needs the model's MTP blocks: load it with { mtp: true }"
                                       : "speculative \"mtp\": this model has no multi-token-prediction (NextN) blocks");
@@ -101,7 +101,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
       draftModel_ = draft->Handle(env);
       cfg.spec.draftModel = draftModel_->model;
     }
-    if (cfg.spec.mode == 2 && cfg.spec.draftModel == nullptr) throw Napi::TypeError::New(env, "speculative \"draft\" needs draftModel");
+    if (cfg.spec.mode == SpecMode::Draft && cfg.spec.draftModel == nullptr) throw Napi::TypeError::New(env, "speculative \"draft\" needs draftModel");
     cfg.spec.draftMax = static_cast<uint32_t>(RequireInt(env, o, "specDraftMax"));
     cfg.spec.ngramMin = static_cast<uint32_t>(RequireInt(env, o, "specNgramMin"));
     cfg.spec.ngramMax = static_cast<uint32_t>(RequireInt(env, o, "specNgramMax"));

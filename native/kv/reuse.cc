@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "engine/scheduler.h"  // CacheCounters
+#include "engine/gauges.h"  // CacheCounters
+#include "engine/request_state.h"
 #include "kv/sessions.h"
 #include "kv/state_tiers.h"
 
@@ -48,7 +49,7 @@ Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const S
   if (d_.unifiedKv) {
     // A busy sequence's token list is its computed KV (positions below never change).
     for (const auto &s : *d_.sequences) {
-      const std::string &owner = s.req != nullptr ? s.req->p->cacheScope : s.scope;
+      const std::string &owner = s.Busy() ? s.Holder()->p->cacheScope : s.scope;
       size_t c = owner == scope ? CommonPrefix(s.Tokens(), r.tokens) : 0;
       // checkpoints: the whole sequence is copied, then cut back to one of its checkpoints
       if (in.checkpoints && c > 0) c = s.KeepableAt(keepLimit(c));

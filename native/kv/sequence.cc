@@ -1,5 +1,7 @@
 #include "kv/sequence.h"
 
+#include "engine/request_state.h"
+
 #include <cstdint>
 #include <cstring>
 
@@ -275,6 +277,26 @@ bool Sequence::SaveIfWorth(StateTiers &tiers, size_t kept, Overwrite why) const 
   }
   tiers.Save(*this, "");
   return true;
+}
+
+void Sequence::Attach(Request &r) {
+  if (r.seq_ != nullptr) r.seq_->Detach();
+  if (req_ != nullptr) req_->seq_ = nullptr;
+  req_ = &r;
+  r.seq_ = this;
+}
+
+void Sequence::Detach() {
+  if (req_ != nullptr) req_->seq_ = nullptr;
+  req_ = nullptr;
+}
+
+void Sequence::DropCells(llama_context *ctx, int32_t seq, int32_t from) {
+  if (llama_memory_t mem = llama_get_memory(ctx)) llama_memory_seq_rm(mem, seq, from, -1);
+}
+
+void Sequence::ClearCells(llama_context *ctx) {
+  if (llama_memory_t mem = llama_get_memory(ctx)) llama_memory_clear(mem, true);
 }
 
 }  // namespace llamux

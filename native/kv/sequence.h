@@ -22,8 +22,8 @@
 // copies them. Attention-only memories take none.
 //
 // Room for what comes next:
-//   - draft rollback is AcceptDraft (attention-only memories; on recurrent/hybrid ones the
-//     scheduler does not speculate, see speculative.h).
+//   - draft rollback is AcceptDraft (recurrent/hybrid memories through llama.cpp's rollback
+//     snapshots where it has them, see speculative.h).
 //   - a deterministic mode: the batch shape a sequence is decoded with is the only input it
 //     does not own yet; a per-sequence decode policy would live here too.
 // Plain C++, engine thread only.
@@ -130,8 +130,22 @@ class Sequence {
   // entries looked up before may have been evicted, look them up again.
   bool SaveIfWorth(StateTiers &tiers, size_t kept, Overwrite why) const;
 
+  // ---- the request on it -----------------------------------------------------------------
+  // The one way a request takes (Attach) or leaves (Detach) a sequence: both sides of the
+  // link change together (Request::Seq()).
+  void Attach(Request &r);
+  void Detach();
+  Request *Holder() const { return req_; }  // the request decoding on it, or nullptr when idle
+  bool Busy() const { return req_ != nullptr; }
+
+  // ---- raw cells of contexts whose owner tracks positions itself --------------------------
+  // The MTP drafter's block KV (which may start at any position) and the embedder's scratch
+  // contexts: their cells go through here too, so this file stays the only caller of
+  // llama_memory_*. Positions >= from of `seq` (-1: all of it); every cell of `ctx`.
+  static void DropCells(llama_context *ctx, int32_t seq, int32_t from);
+  static void ClearCells(llama_context *ctx);
+
   // ---- what the scheduler keeps about it ------------------------------------------------
-  Request *req = nullptr;  // the request decoding on it, or nullptr when idle
   std::string scope;       // the cache scope that computed it (RequestParams::cacheScope)
   bool diskDirty = false;  // write-through: its KV is not on disk yet (written when the engine idles)
   Clock::time_point lastUsed;
@@ -144,6 +158,7 @@ class Sequence {
 
   llama_context *ctx_;
   llama_memory_t mem_;
+  Request *req_ = nullptr;
   int32_t id_;
   bool RestoreCheckpoint(size_t n);  // newest checkpoint <= n, tokens trimmed; false: none worked
   void DropCheckpointsAbove(size_t n);

@@ -4,7 +4,8 @@
 
 #include "engine/output.h"
 #include "kv/reuse_planner.h"
-#include "engine/scheduler.h"  // CacheCounters
+#include "engine/gauges.h"  // CacheCounters
+#include "engine/request_state.h"
 #include "kv/state_tiers.h"
 
 namespace llamux {
@@ -189,7 +190,7 @@ void Sessions::Fork(const Request &r, const SessionState &from, Sequence &target
 Sequence *Sessions::SpillIdle(const SessionState *keep) {
   Sequence *victim = nullptr;
   for (auto &s : *d_.sequences) {
-    if (s.req != nullptr || !s.Pinned() || (keep != nullptr && s.Session() == keep->id)) continue;
+    if (s.Busy() || !s.Pinned() || (keep != nullptr && s.Session() == keep->id)) continue;
     if (victim == nullptr || s.lastUsed < victim->lastUsed) victim = &s;
   }
   if (victim == nullptr) return nullptr;

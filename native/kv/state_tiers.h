@@ -20,7 +20,9 @@ class StateTiers {
       : ram_(std::move(ram)), disk_(std::move(disk)) {}
 
   RamTier *Ram() { return ram_.get(); }
+  const RamTier *Ram() const { return ram_.get(); }
   DiskTier *Disk() { return disk_.get(); }
+  const DiskTier *Disk() const { return disk_.get(); }
   bool Any() const { return ram_ || disk_; }
 
   // Saves a sequence's KV: to the RAM tier, and for prefixes also to the disk tier (written

@@ -84,7 +84,7 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
   std::vector<size_t> fed(n), logitIdx(n, 0);
   for (size_t i = 0; i < n; i++) {
     Request &r = *reqs[i];
-    Sequence &s = seqs_[static_cast<size_t>(r.seq->Id())];
+    Sequence &s = seqs_[static_cast<size_t>(r.Seq()->Id())];
     const auto &have = s.Tokens();
     size_t common = 0;
     size_t limit = std::min(have.size(), r.tokens.size() - 1);
@@ -106,7 +106,7 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
     std::vector<size_t> added(n, 0);
     for (size_t i = 0; i < n && batch_.n_tokens < capacity_; i++) {
       Request &r = *reqs[i];
-      Sequence &s = seqs_[static_cast<size_t>(r.seq->Id())];
+      Sequence &s = seqs_[static_cast<size_t>(r.Seq()->Id())];
       while (fed[i] + added[i] + 1 < r.tokens.size() && batch_.n_tokens < capacity_) {
         size_t pos = fed[i] + added[i];
         Add(s, r.tokens[pos], pos, false);
@@ -118,14 +118,14 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
     for (size_t i = 0; i < n; i++) {
       if (added[i] == 0) continue;
       Request &r = *reqs[i];
-      seqs_[static_cast<size_t>(r.seq->Id())].Append(r.tokens.data() + fed[i], added[i]);
+      seqs_[static_cast<size_t>(r.Seq()->Id())].Append(r.tokens.data() + fed[i], added[i]);
       fed[i] += added[i];
     }
   }
   batch_.n_tokens = 0;
   for (size_t i = 0; i < n; i++) {
     Request &r = *reqs[i];
-    Sequence &s = seqs_[static_cast<size_t>(r.seq->Id())];
+    Sequence &s = seqs_[static_cast<size_t>(r.Seq()->Id())];
     for (size_t pos = fed[i]; pos + 1 < r.tokens.size(); pos++) Add(s, r.tokens[pos], pos, false);
     logitIdx[i] = static_cast<size_t>(batch_.n_tokens);
     Add(s, r.tokens.back(), r.tokens.size() - 1, true);
@@ -133,7 +133,7 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
   if (!Decode()) return fail();
   for (size_t i = 0; i < n; i++) {
     Request &r = *reqs[i];
-    seqs_[static_cast<size_t>(r.seq->Id())].Append(r.tokens.data() + fed[i], r.tokens.size() - fed[i]);
+    seqs_[static_cast<size_t>(r.Seq()->Id())].Append(r.tokens.data() + fed[i], r.tokens.size() - fed[i]);
   }
   // 2) Greedy steps for every request at once; a request stops at its length or an EOG token.
   std::vector<bool> active(n, true);
@@ -150,7 +150,7 @@ void DraftModel::Draft(const std::vector<Request *> &reqs, const std::vector<siz
       if (logits == nullptr) return fail();
       active[i] = spec::GreedyStep(logits, vocab_, maxLen[i], &r.spec.draft);
       if (!active[i]) continue;
-      Sequence &s = seqs_[static_cast<size_t>(r.seq->Id())];
+      Sequence &s = seqs_[static_cast<size_t>(r.Seq()->Id())];
       logitIdx[i] = static_cast<size_t>(batch_.n_tokens);
       Add(s, r.spec.draft.back(), s.Size(), true);
     }

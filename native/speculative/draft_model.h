@@ -5,6 +5,7 @@
 // llama_batch per step. Greedy drafts are deterministic, so VerifyDraft's rule stays exact.
 // Plain C++, engine thread only.
 #pragma once
+#include "speculative/drafter.h"
 #include <llama.h>
 
 #include <memory>
@@ -17,7 +18,7 @@ namespace llamux {
 
 struct Request;
 
-class DraftModel {
+class DraftModel : public BatchedDrafter {
  public:
   DraftModel() = default;
   ~DraftModel();
@@ -31,7 +32,7 @@ class DraftModel {
 
   // Fills each request's spec.draft with up to maxLen[i] greedy tokens of the draft model.
   // On a failed decode every draft is left empty and the draft KV is dropped.
-  void Draft(const std::vector<Request *> &reqs, const std::vector<size_t> &maxLen);
+  void Draft(const std::vector<Request *> &reqs, const std::vector<size_t> &maxLen) override;
 
  private:
   bool Decode();

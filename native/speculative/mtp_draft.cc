@@ -80,19 +80,19 @@ void MtpDraft::AddRow(llama_token tok, int32_t pos, int32_t seq, const float *h,
 bool MtpDraft::Decode() { return GuardedDecode(ctx_, batch_) == 0; }
 
 void MtpDraft::Fail() {
-  llama_memory_clear(llama_get_memory(ctx_), true);
+  Sequence::ClearCells(ctx_);
   for (auto &m : mirrors_) m = Mirror{};
 }
 
 void MtpDraft::DropDrafts(Mirror &m, int32_t seq) {
-  if (m.kvEnd > m.end) llama_memory_seq_rm(llama_get_memory(ctx_), seq, m.end, -1);
+  if (m.kvEnd > m.end) Sequence::DropCells(ctx_, seq, m.end);
   m.kvEnd = m.end;
 }
 
 // The block's KV starts over at position `at` (a sequence with no cells takes any position):
 // the positions below are the sequence's, the block never saw them.
 void MtpDraft::Restart(Mirror &m, const Request &r, int32_t at) {
-  llama_memory_seq_rm(llama_get_memory(ctx_), r.seq->Id(), -1, -1);
+  Sequence::DropCells(ctx_, r.Seq()->Id(), -1);
   m.toks.assign(r.tokens.begin(), r.tokens.begin() + at);
   m.start = m.end = m.kvEnd = at;
   m.bufTok.clear();
@@ -120,7 +120,7 @@ void MtpDraft::Sync(Mirror &m, const Request &r, int32_t keep, int32_t need) {
     m.toks.resize(static_cast<size_t>(m.end));
     m.bufTok.clear();
     m.bufH.clear();
-    DropDrafts(m, r.seq->Id());
+    DropDrafts(m, r.Seq()->Id());
   } else if (common < covered) {
     m.bufTok.resize(static_cast<size_t>(common - m.end));
     m.bufH.resize(m.bufTok.size() * static_cast<size_t>(nEmbd_));
@@ -134,7 +134,7 @@ const float *MtpDraft::HBefore(const Mirror &m, int32_t pos) const {
   return m.lastPos == pos - 1 && !m.lastH.empty() ? m.lastH.data() : zeros_.data();
 }
 
-void MtpDraft::Observe(const llama_batch &tb, const std::vector<Request *> &members) {
+void MtpDraft::Committed(const llama_batch &tb, const std::vector<Request *> &members) {
   if (ctx_ == nullptr) return;
   const float *h = llama_get_embeddings_nextn(target_);
   if (h == nullptr) return;
@@ -147,8 +147,8 @@ void MtpDraft::Observe(const llama_batch &tb, const std::vector<Request *> &memb
   for (Request *rp : members) {
     const Request &r = *rp;
     const int32_t first = r.tick.first;
-    if (r.done || r.seq == nullptr || !r.p->speculative || first < 0) continue;
-    Mirror &m = mirrors_[static_cast<size_t>(r.seq->Id())];
+    if (r.Done() || r.Seq() == nullptr || !r.p->speculative || first < 0) continue;
+    Mirror &m = mirrors_[static_cast<size_t>(r.Seq()->Id())];
     const int32_t pos0 = tb.pos[first];
     const int32_t committed = static_cast<int32_t>(r.nPast);
     if (committed <= pos0) continue;
@@ -204,17 +204,17 @@ void MtpDraft::Draft(const std::vector<Request *> &reqs, const std::vector<size_
   if (n == 0 || ctx_ == nullptr) return;
   for (Request *r : reqs) r->spec.draft.clear();
   for (Request *rp : reqs) {
-    Sync(mirrors_[static_cast<size_t>(rp->seq->Id())], *rp, static_cast<int32_t>(rp->nPast), static_cast<int32_t>(rp->nPast));
+    Sync(mirrors_[static_cast<size_t>(rp->Seq()->Id())], *rp, static_cast<int32_t>(rp->nPast), static_cast<int32_t>(rp->nPast));
   }
   // The waiting rows and the pending tokens in one decode when they fit.
   size_t rows = n;
-  for (Request *rp : reqs) rows += mirrors_[static_cast<size_t>(rp->seq->Id())].bufTok.size();
+  for (Request *rp : reqs) rows += mirrors_[static_cast<size_t>(rp->Seq()->Id())].bufTok.size();
   if (rows > static_cast<size_t>(capacity_) && !FlushBuffers(0)) return Fail();
   batch_.n_tokens = 0;
   std::vector<int32_t> idx(n, -1);
   for (size_t i = 0; i < n; i++) {
     Request &r = *reqs[i];
-    const int32_t seq = r.seq->Id();
+    const int32_t seq = r.Seq()->Id();
     Mirror &m = mirrors_[static_cast<size_t>(seq)];
     DropDrafts(m, seq);
     for (size_t k = 0; k < m.bufTok.size(); k++) AddRow(m.bufTok[k], m.end + static_cast<int32_t>(k), seq, m.bufH.data() + k * nEmbd_, false);
@@ -224,7 +224,7 @@ void MtpDraft::Draft(const std::vector<Request *> &reqs, const std::vector<size_
   if (!Decode()) return Fail();
   for (size_t i = 0; i < n; i++) {
     Request &r = *reqs[i];
-    Mirror &m = mirrors_[static_cast<size_t>(r.seq->Id())];
+    Mirror &m = mirrors_[static_cast<size_t>(r.Seq()->Id())];
     m.toks.insert(m.toks.end(), m.bufTok.begin(), m.bufTok.end());
     m.toks.push_back(r.tokens[r.nPast]);  // the pending token with the trunk's h: a committed row
     m.bufTok.clear();
@@ -255,9 +255,9 @@ void MtpDraft::Draft(const std::vector<Request *> &reqs, const std::vector<size_
     for (size_t i = 0; i < n; i++) {
       if (!active[i]) continue;
       Request &r = *reqs[i];
-      Mirror &m = mirrors_[static_cast<size_t>(r.seq->Id())];
+      Mirror &m = mirrors_[static_cast<size_t>(r.Seq()->Id())];
       idx[i] = batch_.n_tokens;
-      AddRow(r.spec.draft.back(), m.kvEnd, r.seq->Id(), hNext[i].data(), true);
+      AddRow(r.spec.draft.back(), m.kvEnd, r.Seq()->Id(), hNext[i].data(), true);
       m.kvEnd++;
     }
     if (!Decode()) {

@@ -5,7 +5,7 @@
 // llama.cpp runs the block as a second llama_context of type MTP on the same weights, with its
 // own KV (the block attends over its earlier positions). Its input at position p is the token at
 // p and the trunk's h of position p-1. So the block's KV must follow every committed token of a
-// sequence: after each target decode, Observe takes the trunk's h rows (the target context
+// sequence: after each target decode, Committed takes the trunk's h rows (the target context
 // outputs them for every row) of what each speculating request committed, and the rows join the
 // block's KV in the next Draft (or sooner, in chunks, during a long prefill). Draft then decodes
 // the pending token with the h of the last committed one, and steps greedily on the block's own
@@ -16,6 +16,7 @@
 // it restarts at the first position it sees: drafts may be worse, never wrong.
 // Plain C++, engine thread only.
 #pragma once
+#include "speculative/drafter.h"
 #include <llama.h>
 
 #include <cstdint>
@@ -27,7 +28,7 @@ namespace llamux {
 struct Request;
 class ThreadPools;
 
-class MtpDraft {
+class MtpDraft : public BatchedDrafter {
  public:
   MtpDraft() = default;
   ~MtpDraft();
@@ -41,15 +42,15 @@ class MtpDraft {
 
   // After a successful target decode of `batch` and the members' verification: records the rows
   // each speculating member committed (positions from its first row in the batch to its nPast).
-  void Observe(const llama_batch &batch, const std::vector<Request *> &members);
+  void Committed(const llama_batch &batch, const std::vector<Request *> &members) override;
 
   // Fills each request's spec.draft with up to maxLen[i] greedy tokens of the MTP block. On a
   // failed decode every draft is left empty and the block's KV is dropped.
-  void Draft(const std::vector<Request *> &reqs, const std::vector<size_t> &maxLen);
+  void Draft(const std::vector<Request *> &reqs, const std::vector<size_t> &maxLen) override;
 
   // Relative cost of one draft step against a plain decode step, estimated from the model's
   // shapes: the block and the output head against the trunk and the head.
-  double StepCost() const { return stepCost_; }
+  double StepCost() const override { return stepCost_; }
 
  private:
   // What the block's KV holds for one sequence id.

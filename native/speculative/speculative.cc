@@ -42,7 +42,7 @@ static constexpr double kContextWeight = 6.0;
 // the model's shapes). The option speculative.draftCost overrides any of them.
 static double DraftTokenCost(const SpecConfig &cfg) {
   if (cfg.draftCost > 0) return cfg.draftCost;
-  return cfg.mode == 2 ? 0.035 : 0.005;
+  return cfg.mode == SpecMode::Draft ? 0.035 : 0.005;
 }
 
 bool GreedyStep(const float *logits, const llama_vocab *vocab, size_t maxLen, std::vector<llama_token> *draft) {
@@ -122,4 +122,15 @@ void Update(SpecState &s, const SpecConfig &cfg, SpecEvidence &context, size_t d
 }
 
 }  // namespace spec
+
+const char *SpecModeName(SpecMode m) {
+  switch (m) {
+    case SpecMode::Ngram: return "ngram";
+    case SpecMode::Draft: return "draft";
+    case SpecMode::Mtp: return "mtp";
+    case SpecMode::Off: break;
+  }
+  return "off";
+}
+
 }  // namespace llamux

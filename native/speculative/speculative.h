@@ -20,9 +20,18 @@
 
 namespace llamux {
 
+// Where drafts come from (the context option `speculative`).
+enum class SpecMode : int32_t {
+  Off = 0,
+  Ngram = 1,  // the request's own tokens (ngram_drafter.h)
+  Draft = 2,  // a smaller draft model (draft_model.h)
+  Mtp = 3,    // the model's own multi-token-prediction block (mtp_draft.h)
+};
+const char *SpecModeName(SpecMode m);
+
 // Read from required keys of the context config (src/native/request.ts).
 struct SpecConfig {
-  int32_t mode = 0;           // 0 off, 1 n-gram, 2 draft model (draft_model.h), 3 MTP block (mtp_draft.h)
+  SpecMode mode = SpecMode::Off;
   llama_model *draftModel = nullptr;  // mode 2 (kept alive by the native Context)
   uint32_t draftMax = 0;      // draft tokens per verification, at most
   uint32_t ngramMin = 0;      // shortest suffix looked up

@@ -155,7 +155,7 @@ Napi::Value SpeculativePolicyHook(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   SpecConfig cfg;
   cfg.draftMax = info[0].As<Napi::Number>().Uint32Value();
-  cfg.mode = info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value() ? 2 : 1;
+  cfg.mode = info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value() ? SpecMode::Draft : SpecMode::Ngram;
   SpecEvidence context{info[1].As<Napi::Number>().DoubleValue(), info[2].As<Napi::Number>().DoubleValue()};
   Napi::Array agree = info[3].As<Napi::Array>();
   SpecState s;
