@@ -6,7 +6,8 @@ import { buildChatPrompt, markerTexts, type MarkerTexts, type ReplaySpan } from 
 import { ChatTemplate } from '../chat/template.js';
 import { newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import { ChatMessagesSchema, type ChatAssistantMessage, type ChatMessage, type ChatToolCall, type ChatToolDefinition } from '../chat/types.js';
-import { Context, sessionFor } from '../engine/context.js';
+import { Context } from '../engine/context.js';
+import { sessionPool } from '../engine/session-pool.js';
 import { AgentStateSchema, ResumeSchema } from './state-schema.js';
 import { LlamuxError, abortError } from '../errors.js';
 import { FinishReason, type FinalEvent, type ToolCallSpan } from '../engine/events.js';
@@ -31,9 +32,6 @@ import type {
 export type AgentGenerateOptions = Omit<GenerateOptions, 'prompt' | 'signal' | 'emitTokenIds' | 'tokens' | 'detectToolCalls' | 'toolCalls' | 'sessionId' | 'waitForSession' | 'parentKey'>;
 
 const AGENT_SET = ['prompt', 'signal', 'emitTokenIds', 'tokens', 'detectToolCalls', 'toolCalls', 'sessionId', 'waitForSession', 'parentKey'];
-
-/** Conversations whose Session an agent keeps referenced (older ones: the engine's TTL). */
-const MAX_SESSIONS = 1024;
 
 export interface AgentOptions {
   /** The context every turn runs on (its tool-call markers find the calls); optional with `session`. */
@@ -129,7 +127,6 @@ export class Agent {
   #variables: Record<string, unknown> | undefined;
   #parseSpecialInContent: boolean;
   #session: Session | undefined;
-  #sessions = new Map<string, Session>();
 
   /** @throws LlamuxError INVALID_ARGUMENT (options, or a template that does not parse) */
   constructor(options: AgentOptions) {
@@ -158,12 +155,7 @@ export class Agent {
   /** The conversation's Session: the agent's own, or one per conversation id. */
   #sessionOf(conversationId: string): Session {
     if (this.#session) return this.#session;
-    let s = this.#sessions.get(conversationId);
-    if (s && !s.ended) this.#sessions.delete(conversationId);
-    else s = sessionFor(this.context, conversationId);
-    this.#sessions.set(conversationId, s);
-    if (this.#sessions.size > MAX_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value as string);
-    return s;
+    return sessionPool(this.context).get(conversationId);
   }
 
   #toState(input: readonly ChatMessage[] | AgentState): AgentState {

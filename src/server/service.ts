@@ -5,7 +5,8 @@ import { markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.j
 import type { ChatTemplate } from '../chat/template.js';
 import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
-import { sessionFor, type Context } from '../engine/context.js';
+import type { Context } from '../engine/context.js';
+import { sessionPool } from '../engine/session-pool.js';
 import { FinishReason, type TokenLogprob } from '../engine/events.js';
 import type { Generation } from '../engine/generation.js';
 import type { Model } from '../model/model.js';
@@ -74,8 +75,10 @@ export type ServiceEvent =
 export interface Prepared {
   /** The conversation id the client sees (`x-llamux-conversation`). */
   conversationId: string;
-  /** The engine session: the conversation id, prefixed with the tenant in isolation mode. */
-  sessionId: string;
+  /** The conversation's key: its id, prefixed with the tenant in isolation mode (stored tool calls). */
+  conversationKey: string;
+  /** The conversation's Session, from the context's pool (its sequence stays pinned between requests). */
+  session: Session;
   prompt: BuiltPrompt;
   /** Prompt tokens dropped by --overflow truncate-middle (0: none). */
   truncatedTokens: number;
@@ -84,9 +87,6 @@ export interface Prepared {
 /** Longest stored span (tokens) and text (bytes) that is ever spliced into a prompt. */
 export const MAX_SPAN_TOKENS = 16_384;
 export const MAX_SPAN_BYTES = 1024 * 1024;
-
-/** Conversations whose Session the server keeps referenced (older ones: the engine's TTL). */
-const MAX_SESSIONS = 4096;
 
 const CONVERSATION_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -145,9 +145,7 @@ export class ChatService {
   /** Ids of stored spans already reported as invalid (each is logged once). */
   readonly #reportedInvalid = new Set<string>();
   /** Isolation mode: the tokens each session's KV holds, as far as this server produced them. */
-  readonly #sessionTokens = new Map<string, Int32Array>();
-  /** Each conversation's Session, most recent last (a dropped one is ended by the engine's TTL). */
-  readonly #sessions = new Map<string, Session>();
+  readonly #sessionTokens = new WeakMap<Session, Int32Array>();
 
   constructor(o: ChatServiceOptions) {
     this.model = o.model;
@@ -286,23 +284,15 @@ export class ChatService {
     if (prompt.unlocated.length) this.metrics.replay.inc({ outcome: 'unlocated' }, prompt.unlocated.length);
     if (prompt.rerendered.length) this.metrics.replay.inc({ outcome: 'rerendered' }, prompt.rerendered.length);
     const fitted = fitPrompt(prompt.tokens, limit, req.generate.maxTokens, this.overflow);
-    return { conversationId, sessionId: `${this.#scope(req.tenant)}${conversationId}`, prompt: { ...prompt, tokens: fitted.tokens }, truncatedTokens: fitted.truncatedTokens };
-  }
-
-  /** The conversation's Session (its sequence stays pinned to it between requests). */
-  #session(sessionId: string): Session {
-    let s = this.#sessions.get(sessionId);
-    if (s && !s.ended) this.#sessions.delete(sessionId);
-    else s = sessionFor(this.context, sessionId);
-    this.#sessions.set(sessionId, s);
-    if (this.#sessions.size > MAX_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value as string);
-    return s;
+    const conversationKey = `${this.#scope(req.tenant)}${conversationId}`;
+    const session = sessionPool(this.context).get(conversationKey);
+    return { conversationId, conversationKey, session, prompt: { ...prompt, tokens: fitted.tokens }, truncatedTokens: fitted.truncatedTokens };
   }
 
   /** Isolation mode: the reused count, limited to what the request's own session computed. */
   #ownReuse(p: Prepared, reused: number): number {
     if (!this.#isolate) return reused;
-    const held = this.#sessionTokens.get(p.sessionId);
+    const held = this.#sessionTokens.get(p.session);
     return Math.min(reused, held ? commonPrefix(held, p.prompt.tokens) : 0);
   }
 
@@ -311,9 +301,7 @@ export class ChatService {
     const all = new Int32Array(p.prompt.tokens.length + generated.length);
     all.set(p.prompt.tokens, 0);
     all.set(generated, p.prompt.tokens.length);
-    this.#sessionTokens.delete(p.sessionId);
-    this.#sessionTokens.set(p.sessionId, all);
-    if (this.#sessionTokens.size > 4096) this.#sessionTokens.delete(this.#sessionTokens.keys().next().value as string);
+    this.#sessionTokens.set(p.session, all);
   }
 
   /** The generate options of a chat request (the declared tools constrain every span). */
@@ -350,7 +338,7 @@ export class ChatService {
     try {
       // The conversation's sequence stays pinned to its Session: a prompt extending the last
       // one prefills only the new tokens. Requests of one conversation run one at a time.
-      const gen = this.#session(p.sessionId).generate(this.#generateOptions(p, req, signal));
+      const gen = p.session.generate(this.#generateOptions(p, req, signal));
       yield* this.#consume(gen, p, req, true);
     } finally {
       this.metrics.inFlight--;
@@ -451,7 +439,7 @@ export class ChatService {
             this.store.put({
               id,
               model: this.fingerprint,
-              conversation: p.sessionId,
+              conversation: p.conversationKey,
               name: c.name,
               arguments: args,
               spanText: ev.text,
