@@ -12,7 +12,7 @@ import { InFlight } from './in-flight.js';
 import { PrefixKeys } from './prefix-keys.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import { resolveReasoningMarkers, type ResolvedReasoningMarkers } from './reasoning.js';
-import type { Model } from '../model/model.js';
+import type { ModelHandle, RegisteredModel } from '../model/handle.js';
 import {
   applyResponseFormat, checkLogitBias, contextConfig, continueRequest, endSessionCommand, forkSessionCommand,
   generateRequest, prefillRequest, toolFields, reasoningFields, readySettings, type ContextSettings, type ParsedContextOptions, type SessionRef,
@@ -68,7 +68,8 @@ export function sessionFor(ctx: Context, id: string): Session {
  * `model.createContext()`.
  */
 export class Context {
-  readonly model: Model;
+  /** The model this context runs (the Model class; see RegisteredModel in src/model/handle.ts). */
+  readonly model: RegisteredModel;
   /** Tool-call markers in use (token ids), or undefined for the plain text path. */
   readonly markers: ResolvedMarkers | undefined;
   /** Reasoning markers in use (token ids), or undefined: reasoning is plain text. */
@@ -96,7 +97,7 @@ export class Context {
   #prefixKeys = new PrefixKeys();
   #embeds = new EmbedJobs();
   #embedPort: EmbedPort = {
-    model: undefined as unknown as Model, // set in the constructor
+    model: undefined as unknown as ModelHandle, // set in the constructor
     jobs: this.#embeds,
     nextId: () => nextRequestId++,
     check: () => {
@@ -117,11 +118,12 @@ export class Context {
     sessionForImpl = (ctx, id) => ctx.#live(id) ?? ctx.createSession({ id });
   }
 
-  private constructor(model: Model, opts: ParsedContextOptions) {
+  private constructor(model: RegisteredModel, opts: ParsedContextOptions) {
     this.model = model;
     this.#embedPort = { ...this.#embedPort, model };
     this.#maxPending = opts.sequences + opts.maxQueued;
-    this.markers = resolveMarkers(model, opts.toolCallMarkers ?? model.defaultMarkers);
+    // Model.createContext filled in the model's default markers (loadModel's toolCallMarkers).
+    this.markers = resolveMarkers(model, opts.toolCallMarkers);
     this.reasoningMarkers = resolveReasoningMarkers(model, opts.reasoningMarkers);
     this.#native = new native.Context(model.nativeHandle(), contextConfig(opts, this.markers), Context.#eventSink(new WeakRef(this)));
     busyContexts.add(this); // until 'ready' (or the creation error) arrives
@@ -136,7 +138,7 @@ export class Context {
   }
 
   /** @internal */
-  static async create(model: Model, opts: ParsedContextOptions): Promise<Context> {
+  static async create(model: RegisteredModel, opts: ParsedContextOptions): Promise<Context> {
     if (opts.cacheDir) {
       try {
         mkdirSync(resolvePath(opts.cacheDir), { recursive: true });

@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import type { NativeEmbedJob, NativeEvent } from '../native/binding.js';
 import { LlamuxError, abortError, toErrorCode } from '../errors.js';
-import type { Model } from '../model/model.js';
+import type { ModelHandle } from '../model/handle.js';
 import { parseOptions } from '../options.js';
 import { toInt32Array } from './tokens.js';
 
@@ -92,7 +92,7 @@ export class EmbedJobs {
 
 /** What embed/rerank need of their context. */
 export interface EmbedPort {
-  readonly model: Model;
+  readonly model: ModelHandle;
   readonly jobs: EmbedJobs;
   nextId(): number;
   /** Throws when the context can run nothing more. */
@@ -104,7 +104,7 @@ export interface EmbedPort {
 
 // Without the signal: one listener per input would pile up on a long list; tokenizing is
 // bounded, and the signal is checked once the tokens are there.
-async function tokenize(model: Model, input: string | Int32Array | number[]): Promise<Int32Array> {
+async function tokenize(model: ModelHandle, input: string | Int32Array | number[]): Promise<Int32Array> {
   if (typeof input !== 'string') return toInt32Array(input);
   return model.tokenizeAsync(input, { addSpecial: true, parseSpecial: false });
 }
@@ -170,7 +170,7 @@ export function normalizeInPlace(v: Float32Array): void {
  * and `{document}` filled in when it has one, else BOS, query, separator, document, separator
  * (the separator: SEP where the vocabulary adds one, e.g. BERT's [CLS] q [SEP] d [SEP], else EOS).
  */
-async function pairTokens(model: Model, query: string, doc: string): Promise<Int32Array> {
+async function pairTokens(model: ModelHandle, query: string, doc: string): Promise<Int32Array> {
   const template = model.getMetadata('tokenizer.chat_template.rerank');
   const opts = (addSpecial: boolean, parseSpecial: boolean) => ({ addSpecial, parseSpecial });
   if (template !== undefined) {
