@@ -28,11 +28,18 @@ import {
   type SessionOptions,
 } from '../options.js';
 import { joinTokens, promptTokens } from './prompt-tokens.js';
-import { Session, installContextPort, type SessionContinueOptions, type SessionGenerateOptions } from './session.js';
+import { Session, type SessionContinueOptions, type SessionGenerateOptions, type SessionPort } from './session.js';
 
 export { Generation } from './generation.js';
 
 export type { ContextSettings } from '../native/request.js';
+
+declare module './session.js' {
+  /** `session.context` is this class (src/engine/session.ts, RegisteredContext). */
+  interface ContextTypeRegistry {
+    context: Context;
+  }
+}
 
 let nextRequestId = 1;
 
@@ -108,13 +115,15 @@ export class Context {
     changed: () => this.#updateRef(),
   };
 
+  /** How this context's Sessions reach it. */
+  #sessionPort: SessionPort = {
+    generate: (session, options) => this.#generate(options, session),
+    continue: (session, tail, options) => this.#continue(session, tail, options),
+    command: (build) => this.#sessionCommand(build(nextRequestId++)),
+    create: (options) => this.createSession(options),
+  };
+
   static {
-    installContextPort({
-      generate: (ctx, session, options) => ctx.#generate(options, session),
-      continue: (ctx, session, tail, options) => ctx.#continue(session, tail, options),
-      command: (ctx, build) => ctx.#sessionCommand(build(nextRequestId++)),
-      create: (ctx, options) => ctx.createSession(options),
-    });
     sessionForImpl = (ctx, id) => ctx.#live(id) ?? ctx.createSession({ id });
   }
 
@@ -479,7 +488,7 @@ export class Context {
     const o = parseOptions(SessionOptionsSchema, options, 'session options');
     const id = o.id ?? randomUUID();
     if (this.#live(id)) throw new LlamuxError('INVALID_ARGUMENT', `Session id "${id}" is already in use on this context`);
-    const session = Session.create(this, id, o.ttlMs);
+    const session = Session.create(this, this.#sessionPort, id, o.ttlMs);
     this.#sessions.set(id, new WeakRef(session));
     this.#sessionsGone.register(session, id);
     Session.onRelease(session, () => {
