@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { backendFilesValue, findGpuPackages, type GpuPackage, locateAddon, platformPackageName, probeGpuPackage } from './locate.js';
 import { LlamuxError } from '../errors.js';
+import type { FlashAttentionType, SpeculativeMode } from './request-schema.js';
 import type { NativeRequest, NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent, NativeEmbedJob, NativeSessionCommand } from './types.js';
 export type { NativeRequest, NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent, NativeEmbedJob, NativeSessionCommand } from './types.js';
 
@@ -106,7 +107,7 @@ export interface NativeContextOptions {
   /** Issue 26: the context's CPU thread pools compute with ggml's reference kernels. */
   deterministic: boolean;
   /** -1 auto, 0 off, 1 on. */
-  flashAttention: number;
+  flashAttention: FlashAttentionType;
   /** ggml type ids; -1: llama.cpp's default. */
   kvTypeK: number;
   kvTypeV: number;
@@ -119,7 +120,7 @@ export interface NativeContextOptions {
   prefixCache: boolean;
   kvCheckpoints: number;
   /** Speculative decoding: 'off' or 'ngram' (drafts from the request's own tokens); the spec* limits below. */
-  speculative: 'off' | 'ngram' | 'draft' | 'mtp';
+  speculative: SpeculativeMode;
   /** mode 'draft': the draft model (same vocabulary); null otherwise. */
   draftModel: NativeModel | null;
   specDraftMax: number;

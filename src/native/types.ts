@@ -1,5 +1,7 @@
 // The shapes that cross the addon boundary per request: what submit() takes, the events and
 // statistics it sends back (src/native/binding.ts re-exports them with the addon's own types).
+import type { FlashAttentionType, PoolingType, SessionOp, SpeculativeMode } from './request-schema.js';
+
 /**
  * submit(request): every key required (one mapper per request kind in src/native/request.ts);
  * the native side holds no defaults and throws a TypeError naming a missing or mistyped key.
@@ -137,13 +139,13 @@ export interface NativeReady {
   threads: number;
   batchThreads: number;
   unifiedKv: boolean;
-  flashAttention: number;
+  flashAttention: FlashAttentionType;
   kvTypeK: number;
   kvTypeV: number;
   /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
   canTruncateKv: boolean;
   /** The drafting mode applied ('off' when not asked, or when the memory cannot drop rejected drafts). */
-  speculative: 'off' | 'ngram' | 'draft' | 'mtp';
+  speculative: SpeculativeMode;
   /** Why speculation is off although the options asked for it. */
   speculativeOff?: string;
   /**
@@ -191,13 +193,13 @@ export interface NativeEmbedJob {
   /** Tokens per input. */
   lengths: Int32Array;
   /** llama_pooling_type: 1 mean, 2 cls, 3 last, 4 rank; -1 the model's. */
-  pooling: number;
+  pooling: PoolingType;
 }
 
 /** session.end() / fork(): queued with the requests, answered by a sessionDone event. Every key required. */
 export interface NativeSessionCommand {
   id: number;
-  op: 'end' | 'fork';
+  op: SessionOp;
   /** The session to end, or the fork's new id. */
   sessionId: string;
   /** fork: the session to copy ('' for end). */
