@@ -1,12 +1,13 @@
 // The mappers from validated options to what the native addon reads: one per request kind
 // (generate, continue, prefillOnly, session command) plus the context config. Each returns a
-// complete object: every key the native side reads is present, and the native side holds no
-// defaults (native/js/context.cc throws a TypeError naming a missing or mistyped key). Defaults
-// live in src/options.ts; this file only encodes (undefined maxTokens → -1, no session → '').
+// complete object: every key the native side reads (listed in src/native/request-schema.ts) is
+// present, and the native side holds no defaults (native/js/context.cc throws a TypeError
+// naming a missing or mistyped key). Defaults live in src/options.ts; this file only encodes
+// (undefined maxTokens → -1, no session → '').
 import { resolve as resolvePath } from 'node:path';
-import type { NativeContextOptions, NativeReady, NativeRequest, NativeSessionCommand } from './binding.js';
+import type { NativeReady } from './binding.js';
 import { LlamuxError } from '../errors.js';
-import { FLASH_ATTENTION, SESSION_OPS, SPECULATIVE_MODES } from './request-schema.js';
+import { FLASH_ATTENTION, SESSION_OPS, SPECULATIVE_MODES, type NativeContextOptions, type NativeRequest, type NativeSessionCommand } from './request-schema.js';
 import { compileResponseFormat, compileToolGrammar, SchemaGrammarError } from '../grammar/index.js';
 import type { ResolvedMarkers } from '../engine/markers.js';
 import { promptOpensReasoning, type ResolvedReasoningMarkers } from '../engine/reasoning.js';
