@@ -11,7 +11,8 @@ import { MARKER_PRESETS, detectMarkerPreset } from './engine/markers.js';
 import { UsageError, intArg, parseMarkersArg, parseRpcList, progressPrinter, specArgs } from './cli/args.js';
 
 export { parseMarkersArg, parseRpcList } from './cli/args.js';
-import { loadModel, planForFile, type Model } from './model/model.js';
+import { loadModel, planForFile } from './model/load.js';
+import type { Model } from './model/model.js';
 import type { FitPlan } from './model/fit.js';
 import { printDoctor } from './cli/doctor.js';
 import { systemInfo } from './native/system-info.js';

@@ -4,7 +4,8 @@
 // test/types/public.test-d.ts checks these types; test/api/exports.test.ts the values.
 
 // ---- models, contexts, sessions --------------------------------------------------------
-export { loadModel, Model, TokenAttribute, planForFile } from './model/model.js';
+export { Model, TokenAttribute } from './model/model.js';
+export { loadModel, planForFile } from './model/load.js';
 export type { ModelMetadata, TokenInfo, VocabInfo } from './model/model.js';
 export { Context, Generation } from './engine/context.js';
 export type { ContextSettings } from './engine/context.js';

@@ -5,7 +5,7 @@
 import { LlamuxError } from '../errors.js';
 import type { Generation } from './generation.js';
 import type { ResolvedMarkers } from './markers.js';
-import type { Model } from '../model/model.js';
+import type { ModelHandle } from '../model/handle.js';
 import { applyResponseFormat, checkLogitBias, toolFields } from '../native/request.js';
 import { GenerateOptionsSchema, parseOptions, type GenerateOptions } from '../options.js';
 import { joinTokens, promptTokens } from './prompt-tokens.js';
@@ -13,7 +13,7 @@ import type { Session } from './session.js';
 
 /** What generateChoices needs of its Context. */
 export interface ChoicesPort {
-  model: Model;
+  model: ModelHandle;
   markers: ResolvedMarkers | undefined;
   generate(options: GenerateOptions): Generation;
   createSession(): Session;

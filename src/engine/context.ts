@@ -12,7 +12,7 @@ import { InFlight } from './in-flight.js';
 import { PrefixKeys } from './prefix-keys.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import { resolveReasoningMarkers, type ResolvedReasoningMarkers } from './reasoning.js';
-import type { Model } from '../model/model.js';
+import type { ModelHandle, RegisteredModel } from '../model/handle.js';
 import {
   applyResponseFormat, checkLogitBias, contextConfig, continueRequest, endSessionCommand, forkSessionCommand,
   generateRequest, prefillRequest, toolFields, reasoningFields, readySettings, type ContextSettings, type ParsedContextOptions, type SessionRef,
@@ -28,11 +28,18 @@ import {
   type SessionOptions,
 } from '../options.js';
 import { joinTokens, promptTokens } from './prompt-tokens.js';
-import { Session, installContextPort, type SessionContinueOptions, type SessionGenerateOptions } from './session.js';
+import { Session, type SessionContinueOptions, type SessionGenerateOptions, type SessionPort } from './session.js';
 
 export { Generation } from './generation.js';
 
 export type { ContextSettings } from '../native/request.js';
+
+declare module './session.js' {
+  /** `session.context` is this class (src/engine/session.ts, RegisteredContext). */
+  interface ContextTypeRegistry {
+    context: Context;
+  }
+}
 
 let nextRequestId = 1;
 
@@ -68,7 +75,8 @@ export function sessionFor(ctx: Context, id: string): Session {
  * `model.createContext()`.
  */
 export class Context {
-  readonly model: Model;
+  /** The model this context runs (the Model class; see RegisteredModel in src/model/handle.ts). */
+  readonly model: RegisteredModel;
   /** Tool-call markers in use (token ids), or undefined for the plain text path. */
   readonly markers: ResolvedMarkers | undefined;
   /** Reasoning markers in use (token ids), or undefined: reasoning is plain text. */
@@ -96,7 +104,7 @@ export class Context {
   #prefixKeys = new PrefixKeys();
   #embeds = new EmbedJobs();
   #embedPort: EmbedPort = {
-    model: undefined as unknown as Model, // set in the constructor
+    model: undefined as unknown as ModelHandle, // set in the constructor
     jobs: this.#embeds,
     nextId: () => nextRequestId++,
     check: () => {
@@ -107,21 +115,24 @@ export class Context {
     changed: () => this.#updateRef(),
   };
 
+  /** How this context's Sessions reach it. */
+  #sessionPort: SessionPort = {
+    generate: (session, options) => this.#generate(options, session),
+    continue: (session, tail, options) => this.#continue(session, tail, options),
+    command: (build) => this.#sessionCommand(build(nextRequestId++)),
+    create: (options) => this.createSession(options),
+  };
+
   static {
-    installContextPort({
-      generate: (ctx, session, options) => ctx.#generate(options, session),
-      continue: (ctx, session, tail, options) => ctx.#continue(session, tail, options),
-      command: (ctx, build) => ctx.#sessionCommand(build(nextRequestId++)),
-      create: (ctx, options) => ctx.createSession(options),
-    });
     sessionForImpl = (ctx, id) => ctx.#live(id) ?? ctx.createSession({ id });
   }
 
-  private constructor(model: Model, opts: ParsedContextOptions) {
+  private constructor(model: RegisteredModel, opts: ParsedContextOptions) {
     this.model = model;
     this.#embedPort = { ...this.#embedPort, model };
     this.#maxPending = opts.sequences + opts.maxQueued;
-    this.markers = resolveMarkers(model, opts.toolCallMarkers ?? model.defaultMarkers);
+    // Model.createContext filled in the model's default markers (loadModel's toolCallMarkers).
+    this.markers = resolveMarkers(model, opts.toolCallMarkers);
     this.reasoningMarkers = resolveReasoningMarkers(model, opts.reasoningMarkers);
     this.#native = new native.Context(model.nativeHandle(), contextConfig(opts, this.markers), Context.#eventSink(new WeakRef(this)));
     busyContexts.add(this); // until 'ready' (or the creation error) arrives
@@ -136,7 +147,7 @@ export class Context {
   }
 
   /** @internal */
-  static async create(model: Model, opts: ParsedContextOptions): Promise<Context> {
+  static async create(model: RegisteredModel, opts: ParsedContextOptions): Promise<Context> {
     if (opts.cacheDir) {
       try {
         mkdirSync(resolvePath(opts.cacheDir), { recursive: true });
@@ -477,7 +488,7 @@ export class Context {
     const o = parseOptions(SessionOptionsSchema, options, 'session options');
     const id = o.id ?? randomUUID();
     if (this.#live(id)) throw new LlamuxError('INVALID_ARGUMENT', `Session id "${id}" is already in use on this context`);
-    const session = Session.create(this, id, o.ttlMs);
+    const session = Session.create(this, this.#sessionPort, id, o.ttlMs);
     this.#sessions.set(id, new WeakRef(session));
     this.#sessionsGone.register(session, id);
     Session.onRelease(session, () => {

@@ -3,17 +3,16 @@
 // with one `embedded` event, routed by EmbedJobs.
 import { z } from 'zod';
 import type { NativeEmbedJob, NativeEvent } from '../native/binding.js';
+import { POOLING_TYPES, type PoolingType } from '../native/request-schema.js';
 import { LlamuxError, abortError, toErrorCode } from '../errors.js';
-import type { Model } from '../model/model.js';
+import type { ModelHandle } from '../model/handle.js';
 import { parseOptions } from '../options.js';
 import { toInt32Array } from './tokens.js';
 
 const abortSignal = z.custom<AbortSignal>((v) => v instanceof AbortSignal, { message: 'expected an AbortSignal' });
 
-/** llama.cpp's pooling types (`enum llama_pooling_type`). */
-const POOLING = { model: -1, mean: 1, cls: 2, last: 3 } as const;
-const RANK = 4;
-export type Pooling = keyof typeof POOLING;
+/** The pooling an embed call may ask for (rank pooling is rerank's). */
+export type Pooling = Exclude<keyof typeof POOLING_TYPES, 'rank'>;
 
 /** One input: text (tokenized with the model's special tokens, e.g. BERT's [CLS] … [SEP]) or token ids. */
 const EmbedInputSchema = z.union([z.string(), z.instanceof(Int32Array), z.array(z.number().int().nonnegative())]);
@@ -92,7 +91,7 @@ export class EmbedJobs {
 
 /** What embed/rerank need of their context. */
 export interface EmbedPort {
-  readonly model: Model;
+  readonly model: ModelHandle;
   readonly jobs: EmbedJobs;
   nextId(): number;
   /** Throws when the context can run nothing more. */
@@ -104,13 +103,13 @@ export interface EmbedPort {
 
 // Without the signal: one listener per input would pile up on a long list; tokenizing is
 // bounded, and the signal is checked once the tokens are there.
-async function tokenize(model: Model, input: string | Int32Array | number[]): Promise<Int32Array> {
+async function tokenize(model: ModelHandle, input: string | Int32Array | number[]): Promise<Int32Array> {
   if (typeof input !== 'string') return toInt32Array(input);
   return model.tokenizeAsync(input, { addSpecial: true, parseSpecial: false });
 }
 
 /** Submits one job and waits for its vectors (one `dims`-long vector per input). */
-async function run(port: EmbedPort, inputs: Int32Array[], pooling: number, signal: AbortSignal | undefined): Promise<{ data: Float32Array; dims: number; promptTokens: number }> {
+async function run(port: EmbedPort, inputs: Int32Array[], pooling: PoolingType, signal: AbortSignal | undefined): Promise<{ data: Float32Array; dims: number; promptTokens: number }> {
   port.check();
   if (signal?.aborted) throw abortError(signal, 'The embedding');
   let total = 0;
@@ -147,7 +146,7 @@ export async function embed(port: EmbedPort, inputs: unknown, options: EmbedOpti
   const list = parseOptions(EmbedInputsSchema, inputs, 'embed inputs');
   const arr = typeof list === 'string' ? [list] : list;
   const tokens = await Promise.all(arr.map((x) => tokenize(port.model, x)));
-  const r = await run(port, tokens, POOLING[o.pooling], o.signal);
+  const r = await run(port, tokens, POOLING_TYPES[o.pooling], o.signal);
   const embeddings: Float32Array[] = [];
   for (let i = 0; i < tokens.length; i++) {
     const v = r.data.slice(i * r.dims, (i + 1) * r.dims);
@@ -170,7 +169,7 @@ export function normalizeInPlace(v: Float32Array): void {
  * and `{document}` filled in when it has one, else BOS, query, separator, document, separator
  * (the separator: SEP where the vocabulary adds one, e.g. BERT's [CLS] q [SEP] d [SEP], else EOS).
  */
-async function pairTokens(model: Model, query: string, doc: string): Promise<Int32Array> {
+async function pairTokens(model: ModelHandle, query: string, doc: string): Promise<Int32Array> {
   const template = model.getMetadata('tokenizer.chat_template.rerank');
   const opts = (addSpecial: boolean, parseSpecial: boolean) => ({ addSpecial, parseSpecial });
   if (template !== undefined) {
@@ -195,7 +194,7 @@ export async function rerank(port: EmbedPort, query: unknown, documents: unknown
   const q = parseOptions(z.string(), query, 'rerank query');
   const docs = parseOptions(z.array(z.string()).min(1, 'expected at least one document'), documents, 'rerank documents');
   const tokens = await Promise.all(docs.map((d) => pairTokens(port.model, q, d)));
-  const r = await run(port, tokens, RANK, o.signal);
+  const r = await run(port, tokens, POOLING_TYPES.rank, o.signal);
   // n_cls_out scores per pair: the first is the relevance score
   const results = docs.map((_, index) => ({ index, score: r.data[index * r.dims]! }));
   results.sort((a, b) => b.score - a.score || a.index - b.index);

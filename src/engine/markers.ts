@@ -3,7 +3,7 @@
 // model's own vocabulary, when a context is created.
 import { z } from 'zod';
 import { LlamuxError } from '../errors.js';
-import type { Model } from '../model/model.js';
+import type { ModelHandle } from '../model/handle.js';
 
 const markerValue = z.union([z.string().min(1), z.array(z.number().int().min(0)).min(1)]);
 
@@ -62,7 +62,7 @@ export interface ResolvedMarkers {
 }
 
 /** Tokenizes a marker exactly as it appears mid-output (no BOS, no SentencePiece space prefix). */
-export function tokenizeMarker(model: Model, marker: string | number[]): Int32Array {
+export function tokenizeMarker(model: ModelHandle, marker: string | number[]): Int32Array {
   if (Array.isArray(marker)) {
     for (const t of marker) {
       if (t >= model.vocab.size) throw new LlamuxError('INVALID_ARGUMENT', `Marker token ${t} is outside the vocabulary`);
@@ -84,7 +84,7 @@ export function tokenizeMarker(model: Model, marker: string | number[]): Int32Ar
   return direct;
 }
 
-function singleToken(model: Model, text: string): boolean {
+function singleToken(model: ModelHandle, text: string): boolean {
   return model.tokenize(text, { addSpecial: false, parseSpecial: true }).length === 1;
 }
 
@@ -92,7 +92,7 @@ function singleToken(model: Model, text: string): boolean {
  * Picks a preset from the vocabulary and chat template: the preset whose start marker is
  * one token of this vocabulary and appears in the template. Undefined when none fits.
  */
-export function detectMarkerPreset(model: Model): MarkerPresetName | undefined {
+export function detectMarkerPreset(model: ModelHandle): MarkerPresetName | undefined {
   const template = model.metadata.chatTemplate ?? '';
   for (const name of DETECTION_ORDER) {
     const start = MARKER_PRESETS[name].start as string;
@@ -112,7 +112,7 @@ export function detectMarkerPreset(model: Model): MarkerPresetName | undefined {
   return undefined;
 }
 
-export function resolveMarkers(model: Model, option: MarkerOption | undefined): ResolvedMarkers | undefined {
+export function resolveMarkers(model: ModelHandle, option: MarkerOption | undefined): ResolvedMarkers | undefined {
   if (option === false) return undefined;
   let preset: MarkerPresetName | undefined;
   let spec: ToolCallMarkers;

@@ -1,6 +1,6 @@
 // The one place a request's text becomes tokens: generate's text prompt, continue's tail,
 // prefillOnly's prompt and a prefix key's tail all go through promptTokens().
-import type { Model } from '../model/model.js';
+import type { ModelHandle } from '../model/handle.js';
 import { toInt32Array } from './tokens.js';
 
 export interface PromptTokenizeOptions {
@@ -13,7 +13,7 @@ export interface PromptTokenizeOptions {
  * Token ids of a prompt: given ids as they are (now), text through `model.tokenizeAsync`
  * (later; rejects with ABORTED when `signal` fires).
  */
-export function promptTokens(model: Model, prompt: string | Int32Array | number[], o: PromptTokenizeOptions): Int32Array | Promise<Int32Array> {
+export function promptTokens(model: ModelHandle, prompt: string | Int32Array | number[], o: PromptTokenizeOptions): Int32Array | Promise<Int32Array> {
   if (typeof prompt !== 'string') return toInt32Array(prompt);
   return model.tokenizeAsync(prompt, { addSpecial: o.addSpecial, parseSpecial: o.parseSpecial, ...(o.signal ? { signal: o.signal } : {}) });
 }

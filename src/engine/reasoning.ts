@@ -4,7 +4,7 @@
 // when a context is created (like tool-call markers, src/engine/markers.ts).
 import { z } from 'zod';
 import { tokenizeMarker } from './markers.js';
-import type { Model } from '../model/model.js';
+import type { ModelHandle } from '../model/handle.js';
 
 const markerValue = z.union([z.string().min(1), z.array(z.number().int().min(0)).min(1)]);
 
@@ -53,7 +53,7 @@ export interface ResolvedReasoningMarkers {
  * Picks a reasoning preset from the chat template: the preset whose markers the template
  * writes (both of them). Undefined when none fits.
  */
-export function detectReasoningPreset(model: Model): ReasoningPresetName | undefined {
+export function detectReasoningPreset(model: ModelHandle): ReasoningPresetName | undefined {
   const template = model.metadata.chatTemplate ?? '';
   if (template.includes('<|channel|>') && template.includes('analysis')) return 'harmony';
   if (template.includes('<|channel>') && template.includes('<channel|>')) return 'gemma4';
@@ -62,7 +62,7 @@ export function detectReasoningPreset(model: Model): ReasoningPresetName | undef
 }
 
 /** The reasoning markers of a context, as token ids; undefined: no reasoning detection. */
-export function resolveReasoningMarkers(model: Model, option: ReasoningOption | undefined): ResolvedReasoningMarkers | undefined {
+export function resolveReasoningMarkers(model: ModelHandle, option: ReasoningOption | undefined): ResolvedReasoningMarkers | undefined {
   if (option === false) return undefined;
   let preset: ReasoningPresetName | undefined;
   let spec: ReasoningMarkers;

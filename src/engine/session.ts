@@ -1,5 +1,4 @@
 import type { NativeSessionCommand } from '../native/binding.js';
-import type { Context } from './context.js';
 import { LlamuxError } from '../errors.js';
 import type { GenerateResult } from './events.js';
 import type { Generation } from './generation.js';
@@ -36,28 +35,26 @@ export interface SessionStats {
 const token = Symbol('llamux.session');
 
 /**
- * @internal How a Session reaches its Context: the request path takes the Session itself
- * (no string ids). Installed once by src/engine/context.ts; not public API.
+ * @internal What a Session needs of its context: its requests and commands go through it, with
+ * the Session itself (no string ids). Each Context makes one (src/engine/context.ts); not public API.
  */
-export interface ContextPort {
-  generate(ctx: Context, session: Session, options: SessionGenerateOptions): Generation;
-  continue(ctx: Context, session: Session, tail: string | Int32Array | number[], options: SessionContinueOptions): Generation;
+export interface SessionPort {
+  generate(session: Session, options: SessionGenerateOptions): Generation;
+  continue(session: Session, tail: string | Int32Array | number[], options: SessionContinueOptions): Generation;
   /** Queues a session command built with a fresh request id; resolves on its sessionDone. */
-  command(ctx: Context, build: (id: number) => NativeSessionCommand): Promise<void>;
-  create(ctx: Context, options: { id?: string; ttlMs?: number }): Session;
+  command(build: (id: number) => NativeSessionCommand): Promise<void>;
+  create(options: { id?: string; ttlMs?: number }): Session;
 }
 
-let port: ContextPort | undefined;
+/**
+ * Filled in by src/engine/context.ts (`{ context: Context }`), so that `session.context` has the
+ * Context class's exact type while this file never imports it (as ModelTypeRegistry in
+ * src/model/handle.ts does for `ctx.model`).
+ */
+export interface ContextTypeRegistry {}
 
-/** @internal */
-export function installContextPort(p: ContextPort): void {
-  port = p;
-}
-
-function contextPort(): ContextPort {
-  if (!port) throw new LlamuxError('INTERNAL', 'The context module is not loaded');
-  return port;
-}
+/** The Context class, as registered by src/engine/context.ts. */
+export type RegisteredContext = ContextTypeRegistry extends { context: infer C } ? C : object;
 
 /**
  * A conversation whose KV stays pinned to one sequence between requests: a prompt that
@@ -65,7 +62,8 @@ function contextPort(): ContextPort {
  */
 export class Session {
   readonly id: string;
-  readonly context: Context;
+  /** The context this session runs on. */
+  readonly context: RegisteredContext;
   /** Idle time after which the engine releases this session (undefined: the context's sessionTtlMs). */
   readonly ttlMs: number | undefined;
   #stats: Omit<SessionStats, 'id' | 'running' | 'ended'> = {
@@ -78,18 +76,20 @@ export class Session {
   };
   #running = 0;
   #ended = false;
+  #port: SessionPort;
 
   /** @internal */
-  constructor(key: symbol, context: Context, id: string, ttlMs: number | undefined) {
+  constructor(key: symbol, context: RegisteredContext, port: SessionPort, id: string, ttlMs: number | undefined) {
     if (key !== token) throw new LlamuxError('INVALID_ARGUMENT', 'Sessions are created with ctx.createSession()');
     this.context = context;
+    this.#port = port;
     this.id = id;
     this.ttlMs = ttlMs;
   }
 
   /** @internal */
-  static create(context: Context, id: string, ttlMs: number | undefined): Session {
-    return new Session(token, context, id, ttlMs);
+  static create(context: RegisteredContext, port: SessionPort, id: string, ttlMs: number | undefined): Session {
+    return new Session(token, context, port, id, ttlMs);
   }
 
   get ended(): boolean {
@@ -107,7 +107,7 @@ export class Session {
    */
   generate(options: SessionGenerateOptions): Generation {
     this.#check();
-    return contextPort().generate(this.context, this, options);
+    return this.#port.generate(this, options);
   }
 
   /**
@@ -117,7 +117,7 @@ export class Session {
    */
   continue(tail: string | Int32Array | number[], options: SessionContinueOptions = {}): Generation {
     this.#check();
-    return contextPort().continue(this.context, this, tail, options);
+    return this.#port.continue(this, tail, options);
   }
 
   /**
@@ -128,10 +128,9 @@ export class Session {
   async fork(options: { id?: string; ttlMs?: number; wait?: boolean } = {}): Promise<Session> {
     this.#check();
     const { wait, ...rest } = options;
-    const p = contextPort();
-    const copy = p.create(this.context, { ...(this.ttlMs !== undefined ? { ttlMs: this.ttlMs } : {}), ...rest });
+    const copy = this.#port.create({ ...(this.ttlMs !== undefined ? { ttlMs: this.ttlMs } : {}), ...rest });
     try {
-      await p.command(this.context, (id) => forkSessionCommand(id, this, copy, wait ?? false));
+      await this.#port.command((id) => forkSessionCommand(id, this, copy, wait ?? false));
     } catch (e) {
       copy.#ended = true;
       copy.#release();
@@ -146,7 +145,7 @@ export class Session {
     if (this.#ended) return;
     this.#ended = true;
     try {
-      await contextPort().command(this.context, (id) => endSessionCommand(id, this));
+      await this.#port.command((id) => endSessionCommand(id, this));
     } finally {
       this.#release();
     }

@@ -1,96 +1,38 @@
-import { stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { native, type NativeMetadata, type NativeModel, type NativeVocabInfo } from '../native/binding.js';
-import { Context } from '../engine/context.js';
+import type { NativeMetadata, NativeModel, NativeVocabInfo } from '../native/binding.js';
+import type { Context } from '../engine/context.js';
+import type { ParsedContextOptions } from '../native/request.js';
 import { LlamuxError, abortError, fromNative } from '../errors.js';
-import { ensureDefaultLogger, libraryLog } from '../logger.js';
-import { modelSizesFromGguf, planFit, type FitPlan } from './fit.js';
+import type { FitPlan } from './fit.js';
+import type { ModelHandle } from './handle.js';
+import type { ModelMetadata, TokenInfo, VocabInfo } from './types.js';
 import { toInt32Array } from '../engine/tokens.js';
 import type { MarkerOption } from '../engine/markers.js';
 import {
   ContextOptionsSchema,
   DetokenizeOptionsSchema,
-  LoadModelOptionsSchema,
   TokenizeOptionsSchema,
   parseOptions,
   type ContextOptions,
   type DetokenizeOptions,
-  type LoadModelOptions,
   type TokenizeAsyncOptions,
   type TokenizeOptions,
 } from '../options.js';
 
-/** llama_token_attr bits. */
-export const TokenAttribute = {
-  UNDEFINED: 0,
-  UNKNOWN: 1 << 0,
-  UNUSED: 1 << 1,
-  NORMAL: 1 << 2,
-  CONTROL: 1 << 3,
-  USER_DEFINED: 1 << 4,
-  BYTE: 1 << 5,
-  NORMALIZED: 1 << 6,
-  LSTRIP: 1 << 7,
-  RSTRIP: 1 << 8,
-  SINGLE_WORD: 1 << 9,
-} as const;
+export { TokenAttribute } from './types.js';
+export type { ModelMetadata, TokenInfo, VocabInfo } from './types.js';
 
-export interface VocabInfo {
-  size: number;
-  /** llama_vocab_type: 1 SPM, 2 BPE, 3 WPM, 4 UGM, 5 RWKV, 6 PLAMO2. */
-  type: number;
-  bos: number;
-  eos: number;
-  /** -1 when the model has none. */
-  eot: number;
-  sep: number;
-  nl: number;
-  pad: number;
-  addBos: boolean;
-  addEos: boolean;
-  /** The tokenizer adds a separator (BERT: [SEP]). */
-  addSep: boolean;
-  /** Every token that ends generation. */
-  eogTokens: readonly number[];
+declare module './handle.js' {
+  /** `ctx.model` is this class (src/model/handle.ts, RegisteredModel). */
+  interface ModelTypeRegistry {
+    model: Model;
+  }
 }
 
-export interface TokenInfo {
-  /** The token's text as stored in the vocabulary (e.g. "▁Hello", "<0x0A>"). */
-  text: string;
-  score: number;
-  /** Bit set of {@link TokenAttribute}. */
-  attributes: number;
-  isEog: boolean;
-  isControl: boolean;
-}
-
-export interface ModelMetadata {
-  /** general.architecture, e.g. "llama". */
-  architecture: string;
-  name?: string;
-  description: string;
-  trainingContextSize: number;
-  embeddingSize: number;
-  layers: number;
-  heads: number;
-  kvHeads: number;
-  slidingWindow: number;
-  parameters: number;
-  sizeBytes: number;
-  isRecurrent: boolean;
-  isHybrid: boolean;
-  hasEncoder: boolean;
-  /** Multi-token-prediction (NextN) blocks after the trunk (GLM-4.5+, DeepSeek-V3, Qwen3.5 ...). */
-  mtpLayers: number;
-  /** Whether they were loaded (`loadModel(path, { mtp: true })`): speculative mode 'mtp' needs them. */
-  mtpLoaded: boolean;
-  /** tokenizer.chat_template, or null. */
-  chatTemplate: string | null;
-  /** Identifies these weights; part of every cache key. */
-  fingerprint: string;
-  /** Every GGUF key, values as llama.cpp prints them (arrays are summarised). */
-  gguf: Readonly<Record<string, string>>;
-}
+/**
+ * @internal How a Model makes its contexts: src/engine/context.ts's `Context.create`, handed in
+ * by loadModel (src/model/load.ts), so this file needs the Context class only as a type.
+ */
+export type ContextFactory = (model: Model, options: ParsedContextOptions) => Promise<Context>;
 
 const kNative = Symbol('llamux.native');
 
@@ -99,7 +41,7 @@ const kNative = Symbol('llamux.native');
  * Tokenizer calls are synchronous and bounded (tokenizeAsync, or tokenize with a signal, runs
  * them off the JS thread); anything that reads files or decodes runs on a native thread.
  */
-export class Model {
+export class Model implements ModelHandle {
   readonly path: string;
   readonly vocabOnly: boolean;
   /** @internal default tool-call markers for this model's contexts */
@@ -117,11 +59,13 @@ export class Model {
   #metadata: ModelMetadata | undefined;
   #eog: Set<number> | undefined;
   #cancel: Int32Array | undefined;
+  #newContext: ContextFactory;
 
   /** @internal use loadModel() */
-  constructor(token: symbol, nativeModel: NativeModel, path: string, vocabOnly: boolean) {
+  constructor(token: symbol, nativeModel: NativeModel, path: string, vocabOnly: boolean, newContext: ContextFactory) {
     if (token !== kNative) throw new TypeError('Model cannot be constructed directly; use loadModel()');
     this.#native = nativeModel;
+    this.#newContext = newContext;
     this.path = path;
     this.vocabOnly = vocabOnly;
   }
@@ -322,7 +266,8 @@ export class Model {
           : `speculative mode 'mtp': this model (${this.metadata.architecture}) has no multi-token-prediction blocks`,
       );
     }
-    const ctx = await Context.create(this, o);
+    o.toolCallMarkers ??= this.defaultMarkers;
+    const ctx = await this.#newContext(this, o);
     const ref = new WeakRef(ctx);
     this.#contexts.add(ref);
     this.#collected.register(ctx, ref, ref);
@@ -353,99 +298,9 @@ function checkTokenId(token: number): void {
   }
 }
 
-
-/**
- * Loads a GGUF model on a worker thread.
- * @throws LlamuxError MODEL_NOT_FOUND (missing path or a directory), MODEL_INVALID (not a
- *   GGUF llama.cpp can load), ABORTED (signal), INVALID_ARGUMENT (options),
- *   RPC_UNAVAILABLE (an RPC server does not answer, or dies while the model loads)
- * @example
- * const model = await loadModel('model.gguf', { onProgress: (p) => console.log(p) });
- */
-export async function loadModel(path: string, options?: LoadModelOptions): Promise<Model> {
-  const stack = new Error().stack;
-  if (typeof path !== 'string' || path.length === 0) {
-    throw new LlamuxError('INVALID_ARGUMENT', `Expected the model path to be a non-empty string but received ${typeof path === 'string' ? 'an empty string' : typeof path}`);
-  }
-  const o = parseOptions(LoadModelOptionsSchema, options, 'loadModel options');
-  ensureDefaultLogger();
-  const full = resolve(path);
-  if (o.signal?.aborted) throw abortError(o.signal, 'Model loading');
-  let info;
-  try {
-    info = await stat(full);
-  } catch (e) {
-    throw new LlamuxError('MODEL_NOT_FOUND', `No model file at "${full}"`, { cause: e });
-  }
-  if (info.isDirectory()) throw new LlamuxError('MODEL_NOT_FOUND', `"${full}" is a directory, not a GGUF model file`);
-  if (!info.isFile()) throw new LlamuxError('MODEL_NOT_FOUND', `"${full}" is not a regular file`);
-  if (info.size === 0) throw new LlamuxError('MODEL_INVALID', `"${full}" is empty (0 bytes), not a GGUF model`);
-
-  const abortFlag = new Int32Array(new SharedArrayBuffer(4));
-  const onAbort = () => Atomics.store(abortFlag, 0, 1);
-  o.signal?.addEventListener('abort', onAbort, { once: true });
-  const onProgress = o.onProgress as ((p: number) => void) | undefined;
-  let gpuLayers = o.gpuLayers === 'auto' ? (hasGpu() || o.rpcServers ? -1 : 0) : o.gpuLayers;
-  let tensorSplit = o.tensorSplit;
-  let fit: FitPlan | undefined;
-  if (o.gpuLayers === 'auto' && !o.rpcServers && !o.vocabOnly) {
-    fit = await planForFile(full, o.fit);
-    if (fit) {
-      gpuLayers = fit.gpuLayers;
-      if (!tensorSplit && fit.tensorSplit.length > 1) tensorSplit = fit.tensorSplit;
-      if (fit.warning) libraryLog('warn', `llamux: ${full}: ${fit.warning}`);
-    }
-  }
-  try {
-    const nm = await native.Model.load(full, {
-      gpuLayers,
-      vocabOnly: o.vocabOnly,
-      useMmap: o.useMmap,
-      useMlock: o.useMlock,
-      checkTensors: o.checkTensors,
-      mtp: o.mtp,
-      ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
-      ...(tensorSplit ? { tensorSplit } : {}),
-    }, abortFlag, onProgress ? (p) => { try { onProgress(p); } catch { /* a throwing progress callback must not break loading */ } } : undefined);
-    if (o.signal?.aborted) {
-      nm.dispose();
-      throw abortError(o.signal, 'Model loading');
-    }
-    const model = new Model(kNative, nm, full, o.vocabOnly);
-    model.defaultMarkers = o.toolCallMarkers;
-    model.fit = fit;
-    return model;
-  } catch (e) {
-    if (e instanceof LlamuxError) throw e;
-    const err = fromNative(e, stack);
-    if (err.code === 'ABORTED') throw abortError(o.signal, 'Model loading');
-    throw err;
-  } finally {
-    o.signal?.removeEventListener('abort', onAbort);
-  }
-}
-
-/**
- * The 'auto' plan for a model file on this machine's devices (undefined when its GGUF header
- * cannot be read: llama.cpp then loads it, or says why it cannot). `llamux doctor` prints it.
- */
-export async function planForFile(path: string, request?: { contextSize?: number; sequences?: number; contextFloor?: number; marginMb?: number }): Promise<FitPlan | undefined> {
-  let sizes;
-  try {
-    // Loaded lazily: the root export keeps the GGUF modules out of its static graph.
-    const { readGgufFile } = await import('../gguf/reader.js');
-    sizes = modelSizesFromGguf(await readGgufFile(path));
-  } catch {
-    return undefined;
-  }
-  if (sizes.layers === 0) return undefined;
-  const { marginMb, ...rest } = request ?? {};
-  return Object.freeze(planFit(sizes, native.systemInfo().devices, { ...rest, ...(marginMb !== undefined ? { marginBytes: marginMb * 1024 * 1024 } : {}) }));
-}
-
-/** Whether llama.cpp has a GPU (or integrated GPU) device to offload layers to. */
-function hasGpu(): boolean {
-  return native.systemInfo().devices.some((d) => d.type === 'gpu' || d.type === 'igpu');
+/** @internal Wraps a loaded native model (loadModel, src/model/load.ts). */
+export function wrapModel(nativeModel: NativeModel, path: string, vocabOnly: boolean, newContext: ContextFactory): Model {
+  return new Model(kNative, nativeModel, path, vocabOnly, newContext);
 }
 
 export { toInt32Array };

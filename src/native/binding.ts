@@ -4,8 +4,12 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { backendFilesValue, findGpuPackages, type GpuPackage, locateAddon, platformPackageName, probeGpuPackage } from './locate.js';
 import { LlamuxError } from '../errors.js';
-import type { NativeRequest, NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent, NativeEmbedJob, NativeSessionCommand } from './types.js';
-export type { NativeRequest, NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent, NativeEmbedJob, NativeSessionCommand } from './types.js';
+import type { NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent } from './types.js';
+import type { NativeContextOptions, NativeEmbedJob, NativeRequest, NativeSessionCommand } from './request-schema.js';
+import type { NativeModel } from './native-model.js';
+export type { NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent } from './types.js';
+export type { NativeContextOptions, NativeEmbedJob, NativeRequest, NativeSessionCommand } from './request-schema.js';
+export type { NativeMetadata, NativeModel, NativeRpcState, NativeTokenInfo, NativeVocabInfo } from './native-model.js';
 
 export interface NativeLoadOptions {
   gpuLayers?: number;
@@ -19,127 +23,10 @@ export interface NativeLoadOptions {
   tensorSplit?: number[];
 }
 
-/** Model.rpcState(): the RPC servers of a model and whether one has died. */
-export interface NativeRpcState {
-  servers: string[];
-  dead: boolean;
-  message: string;
-}
-
 /** startRpcServer(): what the RPC server exposes. */
 export interface NativeRpcServerInfo {
   endpoint: string;
   devices: Array<{ name: string; description: string; memoryFree: number; memoryTotal: number }>;
-}
-
-export interface NativeTokenInfo {
-  text: string;
-  score: number;
-  attributes: number;
-  isEog: boolean;
-  isControl: boolean;
-}
-
-export interface NativeVocabInfo {
-  size: number;
-  type: number;
-  bos: number;
-  eos: number;
-  eot: number;
-  sep: number;
-  nl: number;
-  pad: number;
-  addBos: boolean;
-  addEos: boolean;
-  /** The tokenizer adds a separator (BERT: [SEP]). */
-  addSep: boolean;
-  eogTokens: Int32Array;
-}
-
-export interface NativeMetadata {
-  gguf: Record<string, string>;
-  description: string;
-  nCtxTrain: number;
-  nEmbd: number;
-  nLayer: number;
-  nHead: number;
-  nHeadKv: number;
-  nSwa: number;
-  nParams: number;
-  sizeBytes: number;
-  isRecurrent: boolean;
-  isHybrid: boolean;
-  hasEncoder: boolean;
-  mtpLayers: number;
-  mtpLoaded: boolean;
-  chatTemplate: string | null;
-  fingerprint: string;
-}
-
-export interface NativeModel {
-  /** Bounded pieces (native/model/tokenizer.h); `cancel[0] !== 0` stops it (ABORTED); more than `maxTokens` throws CONTEXT_OVERFLOW. */
-  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean, cancel?: Int32Array, maxTokens?: number): Int32Array;
-  /** The same on a libuv thread. */
-  tokenizeAsync(text: string, addSpecial: boolean, parseSpecial: boolean, cancel?: Int32Array, maxTokens?: number): Promise<Int32Array>;
-  detokenize(tokens: Int32Array, special: boolean): string;
-  tokenPiece(token: number, special: boolean): Uint8Array;
-  tokenInfo(token: number): NativeTokenInfo;
-  vocabInfo(): NativeVocabInfo;
-  metadata(): NativeMetadata;
-  /** null for a local model. */
-  rpcState(): NativeRpcState | null;
-  dispose(): void;
-}
-
-/** new Context(model, options): every key required (src/native/request.ts contextConfig). */
-export interface NativeContextOptions {
-  contextSize: number;
-  batchSize: number;
-  microBatchSize: number;
-  sequences: number;
-  /** 0: all hardware threads. */
-  threads: number;
-  /** 0: same as threads. */
-  batchThreads: number;
-  unifiedKv: boolean;
-  swaFull: boolean;
-  /** Issue 26: the context's CPU thread pools compute with ggml's reference kernels. */
-  deterministic: boolean;
-  /** -1 auto, 0 off, 1 on. */
-  flashAttention: number;
-  /** ggml type ids; -1: llama.cpp's default. */
-  kvTypeK: number;
-  kvTypeV: number;
-  maxQueued: number;
-  /** Prompt tokens per tick; 0: batchSize. */
-  prefillChunk: number;
-  cacheRamBytes: number;
-  sessionTtlMs: number;
-  idleKvSpillMs: number;
-  prefixCache: boolean;
-  kvCheckpoints: number;
-  /** Speculative decoding: 'off' or 'ngram' (drafts from the request's own tokens); the spec* limits below. */
-  speculative: 'off' | 'ngram' | 'draft' | 'mtp';
-  /** mode 'draft': the draft model (same vocabulary); null otherwise. */
-  draftModel: NativeModel | null;
-  specDraftMax: number;
-  specNgramMin: number;
-  specNgramMax: number;
-  /** No drafting while more sequences than this decode. */
-  specMaxSequences: number;
-  /** Draft tokens per batch, all sequences together. */
-  specTickBudget: number;
-  /** One draft token's cost in decode steps; 0: the mode's default (mtp: estimated from the model). */
-  specDraftCost: number;
-  /** '' disables the disk tier. */
-  cacheDir: string;
-  cacheDiskBytes: number;
-  diskWriteThrough: boolean;
-  /** Tool-call markers (token ids); empty start: the plain text path. */
-  markerStart: Int32Array;
-  markerEnd: Int32Array;
-  markerPayloadStart: Int32Array;
-  markerPayloadEnd: Int32Array;
 }
 
 export interface NativeContext {

@@ -1,11 +1,13 @@
 // The mappers from validated options to what the native addon reads: one per request kind
 // (generate, continue, prefillOnly, session command) plus the context config. Each returns a
-// complete object: every key the native side reads is present, and the native side holds no
-// defaults (native/js/context.cc throws a TypeError naming a missing or mistyped key). Defaults
-// live in src/options.ts; this file only encodes (undefined maxTokens → -1, no session → '').
+// complete object: every key the native side reads (listed in src/native/request-schema.ts) is
+// present, and the native side holds no defaults (native/js/context.cc throws a TypeError
+// naming a missing or mistyped key). Defaults live in src/options.ts; this file only encodes
+// (undefined maxTokens → -1, no session → '').
 import { resolve as resolvePath } from 'node:path';
-import type { NativeContextOptions, NativeReady, NativeRequest, NativeSessionCommand } from './binding.js';
+import type { NativeReady } from './binding.js';
 import { LlamuxError } from '../errors.js';
+import { FLASH_ATTENTION, SESSION_OPS, SPECULATIVE_MODES, type NativeContextOptions, type NativeRequest, type NativeSessionCommand } from './request-schema.js';
 import { compileResponseFormat, compileToolGrammar, SchemaGrammarError } from '../grammar/index.js';
 import type { ResolvedMarkers } from '../engine/markers.js';
 import { promptOpensReasoning, type ResolvedReasoningMarkers } from '../engine/reasoning.js';
@@ -305,12 +307,12 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
 
 /** `session.end()`: releases the session's pinned sequence. */
 export function endSessionCommand(id: number, session: SessionRef): NativeSessionCommand {
-  return { id, op: 'end', sessionId: session.id, from: '', wait: false, sessionTtlMs: session.ttlMs ?? -1 };
+  return { id, op: SESSION_OPS.end, sessionId: session.id, from: '', wait: false, sessionTtlMs: session.ttlMs ?? -1 };
 }
 
 /** `session.fork()`: `to` starts from `from`'s KV and committed tokens. */
 export function forkSessionCommand(id: number, from: SessionRef, to: SessionRef, wait: boolean): NativeSessionCommand {
-  return { id, op: 'fork', sessionId: to.id, from: from.id, wait, sessionTtlMs: to.ttlMs ?? -1 };
+  return { id, op: SESSION_OPS.fork, sessionId: to.id, from: from.id, wait, sessionTtlMs: to.ttlMs ?? -1 };
 }
 
 /** `model.createContext()`: the native context config (resolved paths, bytes, ggml type ids). */
@@ -325,7 +327,7 @@ export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarke
     unifiedKv: opts.unifiedKv,
     swaFull: opts.swaFull,
     deterministic: opts.deterministic,
-    flashAttention: opts.flashAttention === 'on' ? 1 : opts.flashAttention === 'off' ? 0 : -1,
+    flashAttention: FLASH_ATTENTION[opts.flashAttention],
     kvTypeK: opts.kvCacheTypeK ? GGML_TYPE_IDS[opts.kvCacheTypeK] : -1,
     kvTypeV: opts.kvCacheTypeV ? GGML_TYPE_IDS[opts.kvCacheTypeV] : -1,
     maxQueued: opts.maxQueued,
@@ -335,7 +337,7 @@ export function contextConfig(opts: ParsedContextOptions, markers: ResolvedMarke
     idleKvSpillMs: opts.idleKvSpillMs,
     prefixCache: opts.prefixCache,
     kvCheckpoints: opts.kvCheckpoints,
-    speculative: opts.speculative ? opts.speculative.mode : 'off',
+    speculative: opts.speculative ? SPECULATIVE_MODES[opts.speculative.mode] : SPECULATIVE_MODES.off,
     draftModel: (opts.speculative?.model?.nativeHandle() as NativeContextOptions['draftModel'] | undefined) ?? null,
     specDraftMax: opts.speculative?.draftMax ?? 0,
     specNgramMin: opts.speculative?.ngramMin ?? 1,
@@ -365,7 +367,7 @@ export function readySettings(r: NativeReady): ContextSettings {
   const { flashAttention, kvTypeK, kvTypeV, ...rest } = r;
   return {
     ...rest,
-    flashAttention: flashAttention === 1 ? 'on' : flashAttention === 0 ? 'off' : 'auto',
+    flashAttention: flashAttention === FLASH_ATTENTION.on ? 'on' : flashAttention === FLASH_ATTENTION.off ? 'off' : 'auto',
     kvCacheTypeK: kvTypeK,
     kvCacheTypeV: kvTypeV,
   };

@@ -1,70 +1,6 @@
-// The shapes that cross the addon boundary per request: what submit() takes, the events and
-// statistics it sends back (src/native/binding.ts re-exports them with the addon's own types).
-/**
- * submit(request): every key required (one mapper per request kind in src/native/request.ts);
- * the native side holds no defaults and throws a TypeError naming a missing or mistyped key.
- */
-export interface NativeRequest {
-  id: number;
-  /** The prompt, tokenized in TS (src/engine/prompt-tokens.ts); for continueSession the tail. */
-  promptTokens: Int32Array;
-  /** '' : no session. */
-  sessionId: string;
-  waitForSession: boolean;
-  /** KV reuse only within this scope (tenant isolation); '': the shared scope. */
-  cacheScope: string;
-  /** This session's idle TTL; -1: the context's sessionTtlMs. */
-  sessionTtlMs: number;
-  continueSession: boolean;
-  /** null: nothing to verify. */
-  expectCommitted: Int32Array | null;
-  prefillOnly: boolean;
-  /** Draft and verify when the context speculates. */
-  speculative: boolean;
-  /** -1: until end of generation or the context end. */
-  maxTokens: number;
-  stop: string[];
-  /** Token ids travel with text events. */
-  emitTokenIds: boolean;
-  renderSpecial: boolean;
-  /** >= 0: each generated token's logprob and this many top alternatives travel with text and final events; -1: none. */
-  logprobs: number;
-  /** Detect tool-call spans (when the context has markers). */
-  detectToolCalls: boolean;
-  greedyToolSyntax: boolean;
-  /** Tool-call grammar (GBNF; '' : spans unconstrained) and its root rule; see src/grammar. */
-  toolGrammar: string;
-  toolGrammarRoot: string;
-  /** The tool grammar is active from the first token (toolChoice required / named). */
-  toolRequired: boolean;
-  parallelToolCalls: boolean;
-  /** The end marker when it is one end-of-generation token; -1 otherwise. */
-  toolEndEog: number;
-  /** Reasoning markers (empty: no reasoning detection). */
-  reasoningStart: Int32Array;
-  reasoningEnd: Int32Array;
-  /** The prompt opened a reasoning span already: output starts inside it. */
-  reasoningOpen: boolean;
-  /** >= 0: after this many reasoning tokens the end marker is forced; -1: no budget. */
-  reasoningBudget: number;
-  /** Channel headers dropped from text: token ids, sequences separated by -1. */
-  textDrop: Int32Array;
-  temperature: number;
-  topK: number;
-  topP: number;
-  minP: number;
-  typicalP: number;
-  repeatPenalty: number;
-  frequencyPenalty: number;
-  presencePenalty: number;
-  penaltyLastN: number;
-  seed: number;
-  /** '' : no grammar. */
-  grammar: string;
-  grammarRoot: string;
-  logitBiasTokens: Int32Array;
-  logitBiasValues: Float32Array;
-}
+// The shapes that come back across the addon boundary per request: the events and statistics
+// (what goes in is src/native/request-schema.ts; src/native/binding.ts re-exports both).
+import type { FlashAttentionType, SpeculativeMode } from './request-schema.js';
 
 export interface NativeStats {
   promptTokens: number;
@@ -137,13 +73,13 @@ export interface NativeReady {
   threads: number;
   batchThreads: number;
   unifiedKv: boolean;
-  flashAttention: number;
+  flashAttention: FlashAttentionType;
   kvTypeK: number;
   kvTypeV: number;
   /** false for recurrent/hybrid models: prefixes are reused only as whole states. */
   canTruncateKv: boolean;
   /** The drafting mode applied ('off' when not asked, or when the memory cannot drop rejected drafts). */
-  speculative: 'off' | 'ngram' | 'draft' | 'mtp';
+  speculative: SpeculativeMode;
   /** Why speculation is off although the options asked for it. */
   speculativeOff?: string;
   /**
@@ -182,28 +118,3 @@ export type NativeEvent =
   | { type: 'sessionDone'; id: number; code?: string; message?: string }
   | { type: 'embedded'; id: number; code?: string; message?: string; data?: Float32Array; dims?: number; promptTokens?: number; ms?: number }
   | { type: 'closed'; id: number };
-
-/** ctx.embed() / rerank(): one job, answered by an `embedded` event. Every key required. */
-export interface NativeEmbedJob {
-  id: number;
-  /** The inputs' tokens one after another. */
-  tokens: Int32Array;
-  /** Tokens per input. */
-  lengths: Int32Array;
-  /** llama_pooling_type: 1 mean, 2 cls, 3 last, 4 rank; -1 the model's. */
-  pooling: number;
-}
-
-/** session.end() / fork(): queued with the requests, answered by a sessionDone event. Every key required. */
-export interface NativeSessionCommand {
-  id: number;
-  op: 'end' | 'fork';
-  /** The session to end, or the fork's new id. */
-  sessionId: string;
-  /** fork: the session to copy ('' for end). */
-  from: string;
-  /** fork: wait while `from` runs a request instead of SESSION_BUSY. */
-  wait: boolean;
-  /** -1: the context's sessionTtlMs. */
-  sessionTtlMs: number;
-}

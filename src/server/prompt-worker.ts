@@ -6,7 +6,7 @@ import { ChatTemplate } from '../chat/template.js';
 import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { native } from '../native/binding.js';
 import { isLlamuxError } from '../errors.js';
-import { loadModel } from '../model/model.js';
+import { loadModel } from '../model/load.js';
 
 /** What the pool hands a new worker. */
 export interface PromptWorkerData {

@@ -59,6 +59,14 @@ describe('public types', () => {
     expectTypeOf<Parameters<Session['generate']>[0]>().not.toHaveProperty('sessionId');
   });
 
+  it('a model, its contexts and their sessions name each other with their exact classes', () => {
+    // The engine imports only ModelHandle and SessionPort (no import circle in src/); the
+    // public properties still carry the classes (src/model/handle.ts, src/engine/session.ts).
+    expectTypeOf<llamux.Model['createContext']>().returns.toEqualTypeOf<Promise<Context>>();
+    expectTypeOf<Context['model']>().toEqualTypeOf<llamux.Model>();
+    expectTypeOf<Session['context']>().toEqualTypeOf<Context>();
+  });
+
   it('tokenize returns a Promise exactly when it is given a signal; tokenizeAsync always does', () => {
     type M = llamux.Model;
     const m = {} as M;

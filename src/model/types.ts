@@ -1,0 +1,75 @@
+// What a loaded model reports about itself: its vocabulary, one token (and its attribute bits),
+// its metadata. Plain data, shared by the Model class (src/model/model.ts) and the interface the
+// engine uses of it (src/model/handle.ts).
+
+/** llama_token_attr bits. */
+export const TokenAttribute = {
+  UNDEFINED: 0,
+  UNKNOWN: 1 << 0,
+  UNUSED: 1 << 1,
+  NORMAL: 1 << 2,
+  CONTROL: 1 << 3,
+  USER_DEFINED: 1 << 4,
+  BYTE: 1 << 5,
+  NORMALIZED: 1 << 6,
+  LSTRIP: 1 << 7,
+  RSTRIP: 1 << 8,
+  SINGLE_WORD: 1 << 9,
+} as const;
+
+export interface VocabInfo {
+  size: number;
+  /** llama_vocab_type: 1 SPM, 2 BPE, 3 WPM, 4 UGM, 5 RWKV, 6 PLAMO2. */
+  type: number;
+  bos: number;
+  eos: number;
+  /** -1 when the model has none. */
+  eot: number;
+  sep: number;
+  nl: number;
+  pad: number;
+  addBos: boolean;
+  addEos: boolean;
+  /** The tokenizer adds a separator (BERT: [SEP]). */
+  addSep: boolean;
+  /** Every token that ends generation. */
+  eogTokens: readonly number[];
+}
+
+export interface TokenInfo {
+  /** The token's text as stored in the vocabulary (e.g. "▁Hello", "<0x0A>"). */
+  text: string;
+  score: number;
+  /** Bit set of {@link TokenAttribute}. */
+  attributes: number;
+  isEog: boolean;
+  isControl: boolean;
+}
+
+export interface ModelMetadata {
+  /** general.architecture, e.g. "llama". */
+  architecture: string;
+  name?: string;
+  description: string;
+  trainingContextSize: number;
+  embeddingSize: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  slidingWindow: number;
+  parameters: number;
+  sizeBytes: number;
+  isRecurrent: boolean;
+  isHybrid: boolean;
+  hasEncoder: boolean;
+  /** Multi-token-prediction (NextN) blocks after the trunk (GLM-4.5+, DeepSeek-V3, Qwen3.5 ...). */
+  mtpLayers: number;
+  /** Whether they were loaded (`loadModel(path, { mtp: true })`): speculative mode 'mtp' needs them. */
+  mtpLoaded: boolean;
+  /** tokenizer.chat_template, or null. */
+  chatTemplate: string | null;
+  /** Identifies these weights; part of every cache key. */
+  fingerprint: string;
+  /** Every GGUF key, values as llama.cpp prints them (arrays are summarised). */
+  gguf: Readonly<Record<string, string>>;
+}
