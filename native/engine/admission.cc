@@ -38,7 +38,7 @@ bool Admission::Admit(std::vector<std::unique_ptr<Request>> &active) {
     if (pl == Placement::Wait) {
       // A request waiting for its own busy session must not block the others.
       const RequestParams &p = *(*it)->p;
-      bool sessionWait = ((*it)->disk.pending) || (p.waitForSession && !p.sessionId.empty());
+      bool sessionWait = ((*it)->disk.pending) || (p.waitForSession && p.session != 0);
       if (!sessionWait) {
         bool anyFree = std::any_of(d_.sequences->begin(), d_.sequences->end(), [](const Sequence &s) { return !s.Busy(); });
         if (!anyFree) break;
@@ -116,7 +116,7 @@ Sequence *Admission::FreeSequence(const std::vector<llama_token> &prompt, const 
 }
 
 Placement Admission::AdmitEnd(Request &r) {
-  d_.sessions->End(r.p->sessionId);
+  d_.sessions->End(r.p->session);
   d_.gauges->Update();
   d_.output->Emit(Event::SessionDone(r.p->id));
   return Placement::Done;
@@ -167,7 +167,7 @@ Placement Admission::TryAdmit(Request &r) {
   size_t keep = d_.reuse->Apply(r, *target, plan, measured, &restoreMs);
 
   // ---- place --------------------------------------------------------------------------
-  if (!p.sessionId.empty()) d_.sessions->Join(r, *target);
+  if (p.session != 0) d_.sessions->Join(r, *target);
   target->scope = p.cacheScope;
   target->lastUsed = Clock::now();
   d_.life->Place(r, *target);

@@ -21,9 +21,13 @@ using Clock = std::chrono::steady_clock;
 
 // A session command (ctx.endSession / forkSession): it travels in the request queue, so it
 // keeps its place among requests, but runs no decode and ends with a SessionDone event.
+// A session is a handle (a number the native Context hands out, Context.openSession), never a
+// name looked up again; 0 is no session.
+using SessionHandle = uint64_t;
+
 struct SessionCommand {
   enum class Op : uint8_t { End, Fork } op = Op::End;
-  std::string from;  // Fork: the session copied into RequestParams::sessionId
+  SessionHandle from = 0;  // Fork: the session copied into RequestParams::session
 };
 
 // Every field is read from a required key of the JS request (src/native/request.ts builds it
@@ -38,7 +42,8 @@ struct RequestParams {
   bool renderSpecial = false;  // render control tokens into the text
   int32_t logprobs = -1;       // >= 0: each generated token's logprob and this many top alternatives
   // KV reuse
-  std::string sessionId;          // pin a sequence across requests ("" = none)
+  SessionHandle session = 0;      // pin a sequence across requests (0 = none)
+  std::string sessionName;        // the session's name, for messages only
   std::string cacheScope;         // reuse KV only within this scope ("" = shared; scoped KV stays out of the tiers)
   bool waitForSession = false;    // wait instead of SESSION_BUSY
   int64_t sessionTtlMs = 0;       // this session's idle TTL (-1: the context's sessionTtlMs)

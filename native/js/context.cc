@@ -23,6 +23,7 @@ Napi::Object Context::Init(Napi::Env env, Napi::Object exports) {
   Napi::Function ctor = DefineClass(env, "Context", {
       InstanceMethod<&Context::Submit>("submit"),
       InstanceMethod<&Context::SessionCommand>("sessionCommand"),
+      InstanceMethod<&Context::OpenSession>("openSession"),
       InstanceMethod<&Context::Embed>("embed"),
       InstanceMethod<&Context::Cancel>("cancel"),
       InstanceMethod<&Context::Pause>("pause"),
@@ -312,7 +313,8 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->renderSpecial = RequireBool(env, o, "renderSpecial");
   p->logprobs = static_cast<int32_t>(RequireInt(env, o, "logprobs"));
   p->detectToolCalls = RequireBool(env, o, "detectToolCalls");
-  p->sessionId = RequireString(env, o, "sessionId");
+  p->session = static_cast<SessionHandle>(RequireInt(env, o, "session"));
+  p->sessionName = RequireString(env, o, "sessionName");
   p->waitForSession = RequireBool(env, o, "waitForSession");
   p->cacheScope = RequireString(env, o, "cacheScope");
   p->sessionTtlMs = RequireInt(env, o, "sessionTtlMs");
@@ -404,7 +406,13 @@ void Context::Enqueue(Napi::Env env, std::unique_ptr<RequestParams> p) {
   }
 }
 
-// sessionCommand({ id, op: 'end' | 'fork', sessionId, from, wait, sessionTtlMs }) -> undefined;
+Napi::Value Context::OpenSession(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (closeRequested_) ThrowCoded(env, ErrorCode::Disposed, "The context has been disposed");
+  return Napi::Number::New(env, static_cast<double>(nextSession_++));
+}
+
+// sessionCommand({ id, op: 'end' | 'fork', session, sessionName, from, wait, sessionTtlMs }) -> undefined;
 // every key required. The result arrives as a sessionDone event. Throws QUEUE_FULL or DISPOSED.
 Napi::Value Context::SessionCommand(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
@@ -422,8 +430,9 @@ Napi::Value Context::SessionCommand(const Napi::CallbackInfo &info) {
   } else {
     throw Napi::TypeError::New(env, "command.op must be 'end' or 'fork'");
   }
-  p->command->from = RequireString(env, o, "from");
-  p->sessionId = RequireString(env, o, "sessionId");
+  p->command->from = static_cast<SessionHandle>(RequireInt(env, o, "from"));
+  p->session = static_cast<SessionHandle>(RequireInt(env, o, "session"));
+  p->sessionName = RequireString(env, o, "sessionName");
   p->waitForSession = RequireBool(env, o, "wait");
   p->sessionTtlMs = RequireInt(env, o, "sessionTtlMs");
   Enqueue(env, std::move(p));

@@ -27,6 +27,9 @@ class Context : public Napi::ObjectWrap<Context> {
  private:
   Napi::Value Submit(const Napi::CallbackInfo &info);
   Napi::Value SessionCommand(const Napi::CallbackInfo &info);
+  // openSession() -> number: a new session's handle (never reused by this context). The
+  // engine creates its state when the first request on it is placed.
+  Napi::Value OpenSession(const Napi::CallbackInfo &info);
   Napi::Value Embed(const Napi::CallbackInfo &info);
   void Enqueue(Napi::Env env, std::unique_ptr<RequestParams> p);
   Napi::Value Cancel(const Napi::CallbackInfo &info);
@@ -63,6 +66,7 @@ class Context : public Napi::ObjectWrap<Context> {
   std::thread thread_;
   std::shared_ptr<std::atomic<bool>> exited_ = std::make_shared<std::atomic<bool>>(false);
   uint64_t rpcListener_ = 0;
+  SessionHandle nextSession_ = 1;  // JS thread only
   Napi::ThreadSafeFunction tsfn_;
   Outbox *outbox_ = nullptr;  // owned by the thread-safe function (freed in OnFinalize)
   bool closeRequested_ = false;

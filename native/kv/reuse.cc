@@ -39,7 +39,7 @@ Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const S
   if (!d_.prefixCache) return m;
   RamTier *ram = d_.tiers->Ram();
   if (sess != nullptr && sess->sequence < 0 && ram != nullptr) {
-    if (CacheEntry *e = ram->FindSession(sess->id)) {
+    if (CacheEntry *e = ram->FindSession(SessionKey(sess->handle))) {
       m.spilled = e;
       in.hasSession = true;
       in.sessionTokens = e->tokens.size();
@@ -102,7 +102,7 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const Measure
     }
     return ok;
   };
-  const std::string &sid = r.p->sessionId;
+  const std::string sid = SessionKey(r.p->session);
   CacheEntry *spilled = m.spilled;  // valid until the RAM tier changes (a save may evict it)
   switch (plan.source) {
     case ReuseSource::None:

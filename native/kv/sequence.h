@@ -38,6 +38,7 @@
 namespace llamux {
 
 using Clock = std::chrono::steady_clock;
+using SessionHandle = uint64_t;  // as in request.h: a session's number, 0 for none
 
 struct Request;
 class StateTiers;
@@ -149,9 +150,9 @@ class Sequence {
   std::string scope;       // the cache scope that computed it (RequestParams::cacheScope)
   bool diskDirty = false;  // write-through: its KV is not on disk yet (written when the engine idles)
   Clock::time_point lastUsed;
-  // The session pinned to it ("" when free for anyone). Only SessionTable changes it.
-  const std::string &Session() const { return session_; }
-  bool Pinned() const { return !session_.empty(); }
+  // The session pinned to it (0 when free for anyone). Only SessionTable changes it.
+  SessionHandle Session() const { return session_; }
+  bool Pinned() const { return session_ != 0; }
 
  private:
   friend class SessionTable;
@@ -164,7 +165,7 @@ class Sequence {
   void DropCheckpointsAbove(size_t n);
 
   std::vector<llama_token> tokens_;
-  std::string session_;
+  SessionHandle session_ = 0;
   bool partial_ = false;  // recurrent/hybrid memory: checkpoints instead of seq_rm of a tail
   bool draftRollback_ = false;  // ... except the last decode's draft cells (n_rs_seq snapshots)
   std::vector<Checkpoint> ckpts_;  // ascending pos

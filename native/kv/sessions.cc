@@ -12,41 +12,42 @@ namespace llamux {
 
 // ---- SessionTable -------------------------------------------------------------------------
 
-SessionState *SessionTable::Find(const std::string &id) {
-  auto it = sessions_.find(id);
+SessionState *SessionTable::Find(SessionHandle h) {
+  auto it = sessions_.find(h);
   return it == sessions_.end() ? nullptr : &it->second;
 }
 
-SessionState &SessionTable::Create(const std::string &id) {
-  SessionState &s = sessions_[id];
-  s.id = id;
+SessionState &SessionTable::Create(SessionHandle h, const std::string &name) {
+  SessionState &s = sessions_[h];
+  s.handle = h;
+  if (s.name.empty()) s.name = name;
   return s;
 }
 
 void SessionTable::Pin(SessionState &s, Sequence &seq) {
-  if (s.sequence == seq.Id() && seq.session_ == s.id) return;
-  if (s.sequence >= 0) At(s.sequence).session_.clear();
+  if (s.sequence == seq.Id() && seq.session_ == s.handle) return;
+  if (s.sequence >= 0) At(s.sequence).session_ = 0;
   Unpin(seq);
   s.sequence = seq.Id();
-  seq.session_ = s.id;
+  seq.session_ = s.handle;
 }
 
 void SessionTable::Unpin(Sequence &seq) {
-  if (seq.session_.empty()) return;
+  if (seq.session_ == 0) return;
   auto it = sessions_.find(seq.session_);
   if (it != sessions_.end()) it->second.sequence = -1;
-  seq.session_.clear();
+  seq.session_ = 0;
 }
 
-void SessionTable::Erase(const std::string &id) {
-  auto it = sessions_.find(id);
+void SessionTable::Erase(SessionHandle h) {
+  auto it = sessions_.find(h);
   if (it == sessions_.end()) return;
-  if (it->second.sequence >= 0) At(it->second.sequence).session_.clear();
+  if (it->second.sequence >= 0) At(it->second.sequence).session_ = 0;
   sessions_.erase(it);
 }
 
-std::vector<std::string> SessionTable::Expired(Clock::time_point now, uint32_t defaultTtlMs) const {
-  std::vector<std::string> out;
+std::vector<SessionHandle> SessionTable::Expired(Clock::time_point now, uint32_t defaultTtlMs) const {
+  std::vector<SessionHandle> out;
   for (const auto &kv : sessions_) {
     double idle = std::chrono::duration<double, std::milli>(now - kv.second.lastUsed).count();
     double ttl = kv.second.ttlMs >= 0 ? static_cast<double>(kv.second.ttlMs) : defaultTtlMs;
@@ -67,12 +68,12 @@ size_t SessionTable::PinnedCount() const {
 
 Placement Sessions::Prepare(Request &r, SessionState **out) {
   const RequestParams &p = *r.p;
-  const std::string &sid = p.sessionId;
+  const std::string &sid = p.sessionName;
   if (r.preempt.resumed) {  // checked (and its session joined) the first time
     *out = r.session;
     return Placement::Placed;
   }
-  SessionState *sess = sid.empty() ? nullptr : table_.Find(sid);
+  SessionState *sess = p.session == 0 ? nullptr : table_.Find(p.session);
   *out = sess;
   auto fail = [&](ErrorCode code, const std::string &message) {
     d_.output->Emit(Event::Failed(p.id, code, message, r.stats));
@@ -109,7 +110,7 @@ Placement Sessions::Prepare(Request &r, SessionState **out) {
 
 void Sessions::Join(Request &r, Sequence &seq) {
   const RequestParams &p = *r.p;
-  SessionState &s = table_.Create(p.sessionId);
+  SessionState &s = table_.Create(p.session, p.sessionName);
   table_.Pin(s, seq);
   s.busy = true;
   s.scope = p.cacheScope;
@@ -126,37 +127,35 @@ void Sessions::Leave(Request &r, const Sequence &seq, bool committed) {
   sess->lastUsed = seq.lastUsed;
   if (committed) sess->transcript = r.tokens;  // prompt + generated (EOG excluded)
   if (sess->endAfter) {
-    std::string id = sess->id;  // a copy: Forget destroys the state
-    Forget(id);
+    Forget(sess->handle);  // destroys the state
   }
 }
 
 // ---- session commands ---------------------------------------------------------------------
 
-void Sessions::End(const std::string &id) {
-  SessionState *sess = table_.Find(id);
+void Sessions::End(SessionHandle h) {
+  SessionState *sess = table_.Find(h);
   if (sess != nullptr && sess->busy) {
     sess->endAfter = true;
   } else {
-    Forget(id);
+    Forget(h);
   }
 }
 
 Placement Sessions::CheckFork(const Request &r, SessionState **from) {
   const RequestParams &p = *r.p;
-  const std::string &fromId = p.command->from;
-  *from = table_.Find(fromId);
+  *from = table_.Find(p.command->from);
   if (*from == nullptr) {
-    d_.output->Emit(Event::SessionFailed(p.id, ErrorCode::InvalidArgument, "Unknown session \"" + fromId + "\""));
+    d_.output->Emit(Event::SessionFailed(p.id, ErrorCode::InvalidArgument, "Unknown session: the one to fork has not run a request"));
     return Placement::Done;
   }
-  if (table_.Find(p.sessionId) != nullptr) {
-    d_.output->Emit(Event::SessionFailed(p.id, ErrorCode::InvalidArgument, "Session \"" + p.sessionId + "\" already exists"));
+  if (table_.Find(p.session) != nullptr) {
+    d_.output->Emit(Event::SessionFailed(p.id, ErrorCode::InvalidArgument, "Session \"" + p.sessionName + "\" already exists"));
     return Placement::Done;
   }
   if ((*from)->busy) {
     if (p.waitForSession) return Placement::Wait;
-    d_.output->Emit(Event::SessionFailed(p.id, ErrorCode::SessionBusy, "Session \"" + fromId + "\" is running a request"));
+    d_.output->Emit(Event::SessionFailed(p.id, ErrorCode::SessionBusy, "Session \"" + (*from)->name + "\" is running a request"));
     return Placement::Done;
   }
   return Placement::Placed;
@@ -170,12 +169,12 @@ void Sessions::Fork(const Request &r, const SessionState &from, Sequence &target
   } else {
     target.Clear();
     double ms = 0;
-    if (CacheEntry *e = ram != nullptr ? ram->FindSession(from.id) : nullptr) d_.tiers->Restore(target, e->tokens, e->blob, &ms);
+    if (CacheEntry *e = ram != nullptr ? ram->FindSession(SessionKey(from.handle)) : nullptr) d_.tiers->Restore(target, e->tokens, e->blob, &ms);
   }
   target.scope = from.scope;
   std::vector<llama_token> transcript = from.transcript;
   std::string scope = from.scope;
-  SessionState &dst = table_.Create(p.sessionId);
+  SessionState &dst = table_.Create(p.session, p.sessionName);
   dst.scope = std::move(scope);
   dst.transcript = std::move(transcript);
   dst.lastUsed = Clock::now();
@@ -190,11 +189,11 @@ void Sessions::Fork(const Request &r, const SessionState &from, Sequence &target
 Sequence *Sessions::SpillIdle(const SessionState *keep) {
   Sequence *victim = nullptr;
   for (auto &s : *d_.sequences) {
-    if (s.Busy() || !s.Pinned() || (keep != nullptr && s.Session() == keep->id)) continue;
+    if (s.Busy() || !s.Pinned() || (keep != nullptr && s.Session() == keep->handle)) continue;
     if (victim == nullptr || s.lastUsed < victim->lastUsed) victim = &s;
   }
   if (victim == nullptr) return nullptr;
-  victim->Save(*d_.tiers, victim->Session());  // if it does not fit, the session comes back cold
+  victim->Save(*d_.tiers, SessionKey(victim->Session()));  // if it does not fit, the session comes back cold
   table_.Unpin(*victim);
   victim->Clear();
   d_.counters->spills++;
@@ -202,7 +201,7 @@ Sequence *Sessions::SpillIdle(const SessionState *keep) {
 }
 
 bool Sessions::Spill(Sequence &seq) {
-  if (!seq.Save(*d_.tiers, seq.Session())) return false;
+  if (!seq.Save(*d_.tiers, SessionKey(seq.Session()))) return false;
   table_.Unpin(seq);
   seq.Clear();
   d_.counters->spills++;
@@ -213,16 +212,16 @@ size_t Sessions::Expire() {
   Clock::time_point now = Clock::now();
   if (MsBetween(lastExpiry_, now) < 1000) return 0;
   lastExpiry_ = now;
-  std::vector<std::string> expired = table_.Expired(now, d_.defaultTtlMs);
-  for (auto &id : expired) Forget(id);
+  std::vector<SessionHandle> expired = table_.Expired(now, d_.defaultTtlMs);
+  for (SessionHandle h : expired) Forget(h);
   return expired.size();
 }
 
-void Sessions::Forget(const std::string &id) {
-  if (table_.Find(id) == nullptr) return;
-  table_.Erase(id);  // a pinned sequence's KV stays as a plain cache
+void Sessions::Forget(SessionHandle h) {
+  if (table_.Find(h) == nullptr) return;
+  table_.Erase(h);  // a pinned sequence's KV stays as a plain cache
   if (RamTier *ram = d_.tiers->Ram()) {
-    if (CacheEntry *e = ram->FindSession(id)) ram->Erase(e->id);
+    if (CacheEntry *e = ram->FindSession(SessionKey(h))) ram->Erase(e->id);
   }
 }
 

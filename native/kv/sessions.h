@@ -4,7 +4,7 @@
 //                 Pin/Unpin/Erase change either side.
 //   Sessions      what a session does: prepare a request on it (busy, continue, expect), join
 //                 and leave a sequence, end, fork, expire, spill to the RAM tier, forget.
-// Admission (admission.cc) resolves a request's session id once and hands the SessionState
+// Admission (admission.cc) resolves a request's session handle once and hands the SessionState
 // on; nothing below looks the id up again. Plain C++, engine thread only.
 #pragma once
 #include <llama.h>
@@ -22,8 +22,12 @@ class Output;
 class StateTiers;
 struct CacheCounters;
 
+// The RAM tier's key of a spilled session's state.
+inline std::string SessionKey(SessionHandle h) { return "session#" + std::to_string(h); }
+
 struct SessionState {
-  std::string id;
+  SessionHandle handle = 0;
+  std::string name;  // for messages
   std::vector<llama_token> transcript;  // committed tokens (prompt + generated, no EOG)
   int32_t sequence = -1;                // pinned sequence, or -1 (spilled to RAM, or cold)
   Clock::time_point lastUsed;
@@ -37,18 +41,18 @@ class SessionTable {
  public:
   explicit SessionTable(std::vector<Sequence> *sequences = nullptr) : sequences_(sequences) {}
 
-  SessionState *Find(const std::string &id);
-  SessionState &Create(const std::string &id);  // or the existing one
+  SessionState *Find(SessionHandle h);
+  SessionState &Create(SessionHandle h, const std::string &name);  // or the existing one
 
   // Links a session and a sequence (dropping any link either had before).
   void Pin(SessionState &s, Sequence &seq);
   // Unlinks a sequence from its session; the session stays (spilled or cold).
   void Unpin(Sequence &seq);
   // Forgets a session; its sequence (if any) becomes an ordinary cache.
-  void Erase(const std::string &id);
+  void Erase(SessionHandle h);
 
   // Idle sessions unused for longer than their TTL (defaultTtlMs unless they set one).
-  std::vector<std::string> Expired(Clock::time_point now, uint32_t defaultTtlMs) const;
+  std::vector<SessionHandle> Expired(Clock::time_point now, uint32_t defaultTtlMs) const;
 
   size_t Size() const { return sessions_.size(); }
   size_t PinnedCount() const;
@@ -57,7 +61,7 @@ class SessionTable {
   Sequence &At(int32_t index) { return (*sequences_)[static_cast<size_t>(index)]; }
 
   std::vector<Sequence> *sequences_;
-  std::unordered_map<std::string, SessionState> sessions_;
+  std::unordered_map<SessionHandle, SessionState> sessions_;
 };
 
 class Sessions {
@@ -73,7 +77,7 @@ class Sessions {
   Sessions() = default;
   explicit Sessions(const Deps &deps) : d_(deps), table_(deps.sequences) {}
 
-  SessionState *Find(const std::string &id) { return table_.Find(id); }
+  SessionState *Find(SessionHandle h) { return table_.Find(h); }
   size_t Size() const { return table_.Size(); }
   size_t PinnedCount() const { return table_.PinnedCount(); }
 
@@ -93,7 +97,7 @@ class Sessions {
 
   // ---- session commands -------------------------------------------------------------
   // end(): forgets the session now, or when its running request finishes.
-  void End(const std::string &id);
+  void End(SessionHandle h);
   // fork(): Placed when the copy may go ahead (*from set), Wait, or Done after a failure event.
   Placement CheckFork(const Request &r, SessionState **from);
   // Makes `target` (free, any old KV saved) hold `from`'s KV and pins a new session to it.
@@ -108,7 +112,7 @@ class Sessions {
   bool Spill(Sequence &seq);
   // Forgets the sessions idle past their TTL (checked at most once a second). The count.
   size_t Expire();
-  void Forget(const std::string &id);
+  void Forget(SessionHandle h);
 
  private:
   Deps d_;

@@ -6,8 +6,7 @@ import { buildChatPrompt, markerTexts, type MarkerTexts, type ReplaySpan } from 
 import { ChatTemplate } from '../chat/template.js';
 import { newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import { ChatMessagesSchema, type ChatAssistantMessage, type ChatMessage, type ChatToolCall, type ChatToolDefinition } from '../chat/types.js';
-import { Context } from '../engine/context.js';
-import { sessionPool } from '../engine/session-pool.js';
+import { Context, sessionPool } from '../engine/context.js';
 import { AgentStateSchema, ResumeSchema } from './state-schema.js';
 import { LlamuxError, abortError } from '../errors.js';
 import { FinishReason, type FinalEvent, type ToolCallSpan } from '../engine/events.js';

@@ -29,6 +29,7 @@ import {
 } from '../options.js';
 import { joinTokens, promptTokens } from './prompt-tokens.js';
 import { Session, type SessionContinueOptions, type SessionGenerateOptions, type SessionPort } from './session.js';
+import { SessionPool } from './session-pool.js';
 
 export { Generation } from './generation.js';
 
@@ -59,14 +60,14 @@ interface RunOptions {
 /** A prompt as tokens now, or once tokenizing (src/engine/prompt-tokens.ts) finishes. */
 type Tokens = Int32Array | Promise<Int32Array>;
 
-let sessionForImpl: (ctx: Context, id: string) => Session;
+let poolOf: (ctx: Context) => SessionPool;
 
 /**
- * @internal A conversation's Session: the live one with this id on `ctx`, or a new one. For
- * layers that key conversations by id (the server, the Agent); not public API.
+ * @internal The context's session pool: conversations by id (the server, the Agent, the
+ * deprecated string session ids). Not public API.
  */
-export function sessionFor(ctx: Context, id: string): Session {
-  return sessionForImpl(ctx, id);
+export function sessionPool(ctx: Context): SessionPool {
+  return poolOf(ctx);
 }
 
 /**
@@ -97,6 +98,8 @@ export class Context {
   #ready: { resolve: () => void; reject: (e: unknown) => void } | undefined;
   #maxPending: number;
   /** Live Session objects by id (weak: a dropped Session frees its id; the engine's TTL ends it). */
+  /** Conversations by id (sessionPool): the live Session of an id, or a new one. */
+  readonly #pool = new SessionPool((id) => this.#live(id) ?? this.createSession({ id }));
   #sessions = new Map<string, WeakRef<Session>>();
   #sessionsGone = new FinalizationRegistry<string>((id) => {
     if (this.#sessions.get(id)?.deref() === undefined) this.#sessions.delete(id);
@@ -124,7 +127,7 @@ export class Context {
   };
 
   static {
-    sessionForImpl = (ctx, id) => ctx.#live(id) ?? ctx.createSession({ id });
+    poolOf = (ctx) => ctx.#pool;
   }
 
   private constructor(model: RegisteredModel, opts: ParsedContextOptions) {
@@ -488,7 +491,7 @@ export class Context {
     const o = parseOptions(SessionOptionsSchema, options, 'session options');
     const id = o.id ?? randomUUID();
     if (this.#live(id)) throw new LlamuxError('INVALID_ARGUMENT', `Session id "${id}" is already in use on this context`);
-    const session = Session.create(this, this.#sessionPort, id, o.ttlMs);
+    const session = Session.create(this, this.#sessionPort, id, o.ttlMs, this.#native.openSession());
     this.#sessions.set(id, new WeakRef(session));
     this.#sessionsGone.register(session, id);
     Session.onRelease(session, () => {
@@ -503,9 +506,9 @@ export class Context {
     return s && !s.ended ? s : undefined;
   }
 
-  /** A string id from the deprecated API: its Session when one is live, else the bare id. */
+  /** A string id from the deprecated API: its Session, through the pool (kept referenced there). */
   #sessionRef(id: string): SessionRef {
-    return this.#live(id) ?? { id, ttlMs: undefined };
+    return this.#pool.get(id);
   }
 
   /**
@@ -514,8 +517,8 @@ export class Context {
    */
   endSession(sessionId: string): Promise<void> {
     deprecate('LLAMUX_DEP_END_SESSION', 'ctx.endSession(sessionId) is deprecated: use session.end()');
-    const session = this.#live(sessionId);
-    return session ? session.end() : this.#sessionCommand(endSessionCommand(nextRequestId++, { id: sessionId, ttlMs: undefined }));
+    // a name that never ran a request has nothing pinned: nothing to end
+    return this.#live(sessionId)?.end() ?? Promise.resolve();
   }
 
   /**

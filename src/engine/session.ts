@@ -62,6 +62,8 @@ export type RegisteredContext = ContextTypeRegistry extends { context: infer C }
  */
 export class Session {
   readonly id: string;
+  /** @internal The native handle (Context.openSession): what the engine knows this session by. */
+  readonly handle: number;
   /** The context this session runs on. */
   readonly context: RegisteredContext;
   /** Idle time after which the engine releases this session (undefined: the context's sessionTtlMs). */
@@ -79,17 +81,18 @@ export class Session {
   #port: SessionPort;
 
   /** @internal */
-  constructor(key: symbol, context: RegisteredContext, port: SessionPort, id: string, ttlMs: number | undefined) {
+  constructor(key: symbol, context: RegisteredContext, port: SessionPort, id: string, ttlMs: number | undefined, handle: number) {
     if (key !== token) throw new LlamuxError('INVALID_ARGUMENT', 'Sessions are created with ctx.createSession()');
     this.context = context;
     this.#port = port;
     this.id = id;
+    this.handle = handle;
     this.ttlMs = ttlMs;
   }
 
   /** @internal */
-  static create(context: RegisteredContext, port: SessionPort, id: string, ttlMs: number | undefined): Session {
-    return new Session(token, context, port, id, ttlMs);
+  static create(context: RegisteredContext, port: SessionPort, id: string, ttlMs: number | undefined, handle: number): Session {
+    return new Session(token, context, port, id, ttlMs, handle);
   }
 
   get ended(): boolean {

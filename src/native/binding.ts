@@ -32,6 +32,8 @@ export interface NativeRpcServerInfo {
 export interface NativeContext {
   submit(params: NativeRequest): void;
   sessionCommand(command: NativeSessionCommand): void;
+  /** A new session's handle (never reused by this context); the engine makes its state on first use. */
+  openSession(): number;
   embed(job: NativeEmbedJob): void;
   cancel(id: number): void;
   pause(id: number, paused: boolean): void;

@@ -77,8 +77,10 @@ export const NATIVE_REQUEST_KEYS = {
   id: 'number',
   /** The prompt, tokenized in TS (src/engine/prompt-tokens.ts); for continueSession the tail. */
   promptTokens: 'Int32Array',
-  /** '' : no session. */
-  sessionId: 'string',
+  /** The session's handle (Context.openSession); 0: no session. */
+  session: 'number',
+  /** The session's name, for messages only (never looked up). */
+  sessionName: 'string',
   waitForSession: 'boolean',
   /** KV reuse only within this scope (tenant isolation); '': the shared scope. */
   cacheScope: 'string',
@@ -191,10 +193,12 @@ export type NativeContextOptions = WireObject<typeof NATIVE_CONTEXT_KEYS>;
 export const NATIVE_SESSION_COMMAND_KEYS = {
   id: 'number',
   op: SESSION_OPS,
-  /** The session to end, or the fork's new id. */
-  sessionId: 'string',
-  /** fork: the session to copy ('' for end). */
-  from: 'string',
+  /** The session to end, or the fork's new session (handles). */
+  session: 'number',
+  /** Its name, for messages only. */
+  sessionName: 'string',
+  /** fork: the session to copy (0 for end). */
+  from: 'number',
   /** fork: wait while `from` runs a request instead of SESSION_BUSY. */
   wait: 'boolean',
   /** -1: the context's sessionTtlMs. */

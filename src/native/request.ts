@@ -3,7 +3,7 @@
 // complete object: every key the native side reads (listed in src/native/request-schema.ts) is
 // present, and the native side holds no defaults (native/js/context.cc throws a TypeError
 // naming a missing or mistyped key). Defaults live in src/options.ts; this file only encodes
-// (undefined maxTokens → -1, no session → '').
+// (undefined maxTokens → -1, no session → 0).
 import { resolve as resolvePath } from 'node:path';
 import type { NativeReady } from './binding.js';
 import { LlamuxError } from '../errors.js';
@@ -18,9 +18,12 @@ import type { z } from 'zod';
 
 export type ParsedContextOptions = z.output<typeof ContextOptionsSchema>;
 
-/** The session a request runs on: a `Session`, or a bare id from the deprecated string API. */
+/** The session a request runs on (a `Session`). */
 export interface SessionRef {
+  /** Its name, for messages. */
   readonly id: string;
+  /** Its native handle: what the engine knows it by. */
+  readonly handle: number;
   /** This session's idle TTL; undefined: the context's sessionTtlMs. */
   readonly ttlMs: number | undefined;
 }
@@ -216,8 +219,8 @@ function sampledFields(o: ParsedGenerateOptions | ParsedContinueOptions): Sample
   };
 }
 
-function sessionFields(session: SessionRef | undefined, wait: boolean): Pick<NativeRequest, 'sessionId' | 'sessionTtlMs' | 'waitForSession'> {
-  return { sessionId: session?.id ?? '', sessionTtlMs: session?.ttlMs ?? -1, waitForSession: session !== undefined && wait };
+function sessionFields(session: SessionRef | undefined, wait: boolean): Pick<NativeRequest, 'session' | 'sessionName' | 'sessionTtlMs' | 'waitForSession'> {
+  return { session: session?.handle ?? 0, sessionName: session?.id ?? '', sessionTtlMs: session?.ttlMs ?? -1, waitForSession: session !== undefined && wait };
 }
 
 /** `generate()`: the prompt, already tokenized (src/engine/prompt-tokens.ts). */
@@ -307,12 +310,12 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
 
 /** `session.end()`: releases the session's pinned sequence. */
 export function endSessionCommand(id: number, session: SessionRef): NativeSessionCommand {
-  return { id, op: SESSION_OPS.end, sessionId: session.id, from: '', wait: false, sessionTtlMs: session.ttlMs ?? -1 };
+  return { id, op: SESSION_OPS.end, session: session.handle, sessionName: session.id, from: 0, wait: false, sessionTtlMs: session.ttlMs ?? -1 };
 }
 
 /** `session.fork()`: `to` starts from `from`'s KV and committed tokens. */
 export function forkSessionCommand(id: number, from: SessionRef, to: SessionRef, wait: boolean): NativeSessionCommand {
-  return { id, op: SESSION_OPS.fork, sessionId: to.id, from: from.id, wait, sessionTtlMs: to.ttlMs ?? -1 };
+  return { id, op: SESSION_OPS.fork, session: to.handle, sessionName: to.id, from: from.handle, wait, sessionTtlMs: to.ttlMs ?? -1 };
 }
 
 /** `model.createContext()`: the native context config (resolved paths, bytes, ggml type ids). */

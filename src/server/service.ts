@@ -5,8 +5,7 @@ import { markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.j
 import type { ChatTemplate } from '../chat/template.js';
 import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
-import type { Context } from '../engine/context.js';
-import { sessionPool } from '../engine/session-pool.js';
+import { sessionPool, type Context } from '../engine/context.js';
 import { FinishReason, type TokenLogprob } from '../engine/events.js';
 import type { Generation } from '../engine/generation.js';
 import type { Model } from '../model/model.js';

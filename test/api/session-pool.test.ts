@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, loadModel, type Context, type Model } from '../../src/index.js';
-import { SessionPool, sessionPool } from '../../src/engine/session-pool.js';
+import { sessionPool } from '../../src/engine/context.js';
+import { SessionPool } from '../../src/engine/session-pool.js';
 import { tinyModelPath } from '../helpers/paths.js';
 
 // A conversation id becomes a Session in one place: the context's pool, which the server and
@@ -34,7 +35,7 @@ describe('SessionPool (tiny Llama 2 model)', () => {
   });
 
   it('keeps at most its bound referenced, the most recent ones', () => {
-    const pool = new SessionPool(ctx, 3);
+    const pool = new SessionPool((id) => ctx.createSession({ id }), 3);
     const first = pool.get('p1');
     pool.get('p2');
     pool.get('p3');

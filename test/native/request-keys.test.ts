@@ -60,8 +60,8 @@ describe('native Context: required keys', () => {
   });
 
   it('sessionCommand() names a missing key', () => {
-    const o: Record<string, unknown> = { ...endSessionCommand(2, { id: 's', ttlMs: undefined }) };
+    const o: Record<string, unknown> = { ...endSessionCommand(2, { id: 's', ttlMs: undefined, handle: 1 }) };
     delete o.from;
-    expect(() => ctx.sessionCommand(o as never)).toThrow(new TypeError('Expected key "from" to be a string'));
+    expect(() => ctx.sessionCommand(o as never)).toThrow(new TypeError('Expected key "from" to be a number'));
   });
 });
