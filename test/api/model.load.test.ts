@@ -1,6 +1,7 @@
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BERT_DIMS, writeBertModel } from '../../src/gguf/zoo/embedding.js';
 import { LlamuxError, loadModel, setLogger } from '../../src/index.js';
 import { llamaCppModelsDir, projectRoot, tempDir, tinyModelPath } from '../helpers/paths.js';
 
@@ -85,6 +86,12 @@ describe('loadModel()', () => {
     const p = join(dir, 'unknown-arch.gguf');
     writeFileSync(p, bytes);
     await expectCode(loadModel(p), 'MODEL_INVALID', /zzzzz/);
+  });
+
+  it('rejects a BERT file whose token_types tensor is F16 with UNSUPPORTED (ggml would abort on its first batch)', async () => {
+    const p = join(dir, 'bert-f16-token-types.gguf');
+    await writeBertModel(p, llamaCppModelsDir, { dims: BERT_DIMS, tokenTypes: 'F16' });
+    await expectCode(loadModel(p), 'UNSUPPORTED', /token_types\.weight as f16/);
   });
 
   it('validates options at the edge with INVALID_ARGUMENT', async () => {
