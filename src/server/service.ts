@@ -420,6 +420,12 @@ export class ChatService {
           prelude = { text: [], tokens: [] };
           preludeReasoning = false;
           break;
+        case 'toolCallTruncated':
+          // A call cut short (max_tokens, a stop, the context end) is never a call: its bytes go
+          // back as text, with the start marker the model wrote (it never wrote the end one).
+          if (this.#isolate) for (const t of ev.tokens) generated.push(t);
+          yield { type: 'text', text: `${this.markers?.start ?? ''}${ev.text}` };
+          break;
         case 'toolCallEnd': {
           if (this.#isolate) for (const t of ev.tokens) generated.push(t);
           const parsed = parseToolCallSpan(ev.text, xmlParamTypes(req.tools));

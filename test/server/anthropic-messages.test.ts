@@ -48,6 +48,26 @@ describe('POST /v1/messages with the official @anthropic-ai/sdk client', () => {
     expect(m.usage.input_tokens + (m.usage.cache_read_input_tokens ?? 0)).toBeGreaterThan(100);
   });
 
+  it('returns a call cut short by max_tokens as a text block with its start marker, streamed and not', async () => {
+    const messages: Anthropic.MessageParam[] = [{ role: 'user', content: QUESTION }];
+    const whole = await anthropic.messages.create({ model: 'claude-any', max_tokens: 64, messages, tools: ANTHROPIC_TOOLS, tool_choice: { type: 'none' } });
+    const wholeText = whole.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+    expect(wholeText.startsWith('<tool_call>')).toBe(true);
+    const cut = await anthropic.messages.create({ model: 'claude-any', max_tokens: 4, messages, tools: ANTHROPIC_TOOLS });
+    expect(cut.stop_reason).toBe('max_tokens');
+    expect(cut.content.some((b) => b.type === 'tool_use')).toBe(false);
+    const cutText = cut.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+    expect(cutText.startsWith('<tool_call>')).toBe(true);
+    expect(cutText.length).toBeGreaterThan('<tool_call>'.length);
+    expect(wholeText.startsWith(cutText)).toBe(true);
+    const stream = anthropic.messages.stream({ model: 'claude-any', max_tokens: 4, messages, tools: ANTHROPIC_TOOLS });
+    let streamed = '';
+    stream.on('text', (t) => (streamed += t));
+    const final = await stream.finalMessage();
+    expect(final.stop_reason).toBe('max_tokens');
+    expect(streamed).toBe(cutText);
+  });
+
   it('tool_choice any / tool forces a tool_use where the model would answer in text', async () => {
     const first = await ask();
     for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true }] as const) {

@@ -131,6 +131,31 @@ describe('POST /v1/chat/completions with the official openai client', () => {
     expect(cut.usage!.completion_tokens).toBe(3);
   });
 
+  it('returns a call cut short by max_tokens as text with its start marker, streamed and not', async () => {
+    const messages: Msg[] = [{ role: 'user', content: QUESTION }];
+    // the whole span as text (span detection off): what the cut reply must be a prefix of
+    const whole = (await openai.chat.completions.create({ model: 'x', messages, tools: OPENAI_TOOLS, tool_choice: 'none' })).choices[0]!.message.content!;
+    expect(whole.startsWith('<tool_call>')).toBe(true);
+    const cut = await openai.chat.completions.create({ model: 'x', messages, tools: OPENAI_TOOLS, max_tokens: 4 });
+    const choice = cut.choices[0]!;
+    expect(choice.finish_reason).toBe('length');
+    expect(choice.message.tool_calls).toBeUndefined();
+    expect(choice.message.content!.startsWith('<tool_call>')).toBe(true);
+    expect(choice.message.content!.length).toBeGreaterThan('<tool_call>'.length);
+    expect(whole.startsWith(choice.message.content!)).toBe(true);
+    expect(whole.length).toBeGreaterThan(choice.message.content!.length);
+    const stream = await openai.chat.completions.create({ model: 'x', messages, tools: OPENAI_TOOLS, max_tokens: 4, stream: true });
+    let text = '';
+    let reason: string | null = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      expect(chunk.choices[0]?.delta.tool_calls).toBeUndefined();
+      reason = chunk.choices[0]?.finish_reason ?? reason;
+    }
+    expect(text).toBe(choice.message.content);
+    expect(reason).toBe('length');
+  });
+
   it('returns no tool calls with tool_choice "none"', async () => {
     const r = await openai.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: QUESTION }], tools: OPENAI_TOOLS, tool_choice: 'none' });
     expect(r.choices[0]!.message.tool_calls).toBeUndefined();
