@@ -144,6 +144,16 @@ export const ChatCompletionRequestSchema = z
     metadata: nullable(z.record(z.string(), z.string())),
     store: nullable(z.boolean()),
     service_tier: nullable(z.string()),
+    /** A conversation hint (docs/server.md): requests with the same key share one session when they name no conversation. */
+    prompt_cache_key: nullable(z.string().min(1).max(1024)),
+    /** Accepted, unused: llamux runs no moderation. */
+    safety_identifier: nullable(z.string().max(1024)),
+    /** Accepted, unused: output length follows the prompt and max_tokens. */
+    verbosity: nullable(z.enum(['low', 'medium', 'high'])),
+    /** Accepted, unused (predicted outputs). */
+    prediction: nullable(z.object({ type: z.literal('content'), content: z.union([z.string(), z.array(TextPart)]) }).strict()),
+    /** Text only: 'audio' is refused. */
+    modalities: nullable(z.array(z.enum(['text', 'audio']))),
     /** Extra chat-template variables (llama-server's name), e.g. `{ enable_thinking: false }`. */
     chat_template_kwargs: z.record(z.string(), z.unknown()).optional(),
     /** gpt-oss: the template's reasoning level (`low`, `medium`, `high`). */
@@ -238,6 +248,7 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
   // A schema the grammar cannot serve (ambiguous, malformed $ref, unsatisfiable) is a 400 now,
   // before the prompt is built.
   if (toolChoice !== 'none') checkToolSchemas(tools);
+  if (b.modalities?.includes('audio')) throw new HttpError(400, 'invalid_request', 'modalities: this server answers with text only ("audio" is not supported)', 'modalities');
   return {
     messages: openAIToChatMessages(b.messages),
     tools,
@@ -245,6 +256,7 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
     parallelToolCalls: b.parallel_tool_calls ?? true,
     generate,
     ...(conversation !== undefined ? { conversationHeader: conversation } : {}),
+    ...(b.prompt_cache_key != null ? { conversationHint: b.prompt_cache_key } : {}),
     ...(tenant !== undefined ? { tenant } : {}),
     idPrefix: 'call_',
     ...(Object.keys(templateVariables).length > 0 ? { templateVariables } : {}),

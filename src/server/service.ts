@@ -1,6 +1,6 @@
 // The provider-neutral core of the chat endpoints: conversation ids, prompt building with exact
 // replay, generation, tool-call ids and the store.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
 import type { ChatTemplate } from '../chat/template.js';
 import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
@@ -32,6 +32,8 @@ export interface ChatRequest {
   generate: Omit<GenerateOptions, 'prompt' | 'signal' | 'emitTokenIds' | 'tokens' | 'detectToolCalls' | 'toolCalls' | 'sessionId' | 'waitForSession' | 'parentKey'>;
   /** The client's `x-llamux-conversation` header, when valid. */
   conversationHeader?: string;
+  /** A client's conversation hint (OpenAI `prompt_cache_key`): used when nothing else names the conversation. */
+  conversationHint?: string;
   /** The tenant (isolation mode): conversations, sessions, replay and cache numbers stay inside it. */
   tenant?: string;
   /** Prefix of minted tool-call ids ('call_' or 'toolu_'). */
@@ -179,7 +181,7 @@ export class ChatService {
    * request quoting another conversation's tool-call id is still routed by its own header.
    * Never derived from a hash of the content.
    */
-  resolveConversation(messages: readonly ChatMessage[], header: string | undefined, tenant?: string): string {
+  resolveConversation(messages: readonly ChatMessage[], header: string | undefined, tenant?: string, hint?: string): string {
     if (header !== undefined) return header;
     const scope = this.#scope(tenant);
     for (let i = messages.length - 1; i >= 0; i--) {
@@ -190,6 +192,8 @@ export class ChatService {
         if (s && s.model === this.fingerprint && this.#sameTenant(s, tenant)) return s.conversation.slice(scope.length);
       }
     }
+    // a hint of any text becomes a valid, bounded conversation id
+    if (hint !== undefined) return `pck_${createHash('sha256').update(hint).digest('hex').slice(0, 32)}`;
     return `conv_${Date.now().toString(36)}${randomBytes(8).toString('hex')}`;
   }
 
@@ -266,7 +270,7 @@ export class ChatService {
     if (textBytes > this.#maxPromptBytes) {
       throw new HttpError(413, 'too_large', `The messages and tools hold ${textBytes} bytes of text, over this server's limit of ${this.#maxPromptBytes} (--max-prompt-bytes)`);
     }
-    const conversationId = this.resolveConversation(req.messages, req.conversationHeader, req.tenant);
+    const conversationId = this.resolveConversation(req.messages, req.conversationHeader, req.tenant, req.conversationHint);
     const replay: Record<string, ReplaySpan> = {};
     if (this.markers) {
       for (const m of req.messages) {
