@@ -26,8 +26,8 @@ void Batch::Add(Request &r, size_t count, bool wantLogits) {
 }
 
 // A draft's rows follow the sequence's pending token, each with logits (verified in order by
-// Scheduler::VerifyDraft). Only the pending token is committed by Commit; accepted drafts
-// join the sequence in VerifyDraft (Sequence::AcceptDraft), rejected ones leave the KV.
+// Speculation::Verify). Only the pending token is committed by Commit; accepted drafts
+// join the sequence in Speculation::Verify (Sequence::AcceptDraft), rejected ones leave the KV.
 void Batch::AddDraft(Request &r) {
   const std::vector<llama_token> &draft = r.spec.draft;
   for (size_t i = 0; i < draft.size(); i++) PushRow(batch_, draft[i], static_cast<llama_pos>(r.nPast + 1 + i), r.Seq()->Id(), true);

@@ -5,7 +5,7 @@
 // does not compute: each pooling type gets its own llama_context (embeddings on, n_ubatch ==
 // n_batch so a sequence is never split across micro-batches, whose pooled outputs would
 // overwrite each other), created on first use, sharing the engine's CPU thread pools.
-// A decoder's KV cells are cleared after each batch (llama_memory_clear: no sequence of the
+// A decoder's KV cells are cleared after each batch (Sequence::ClearCells: no sequence of the
 // generation context is touched; those stay with Sequence).
 #pragma once
 #include <llama.h>

@@ -41,7 +41,7 @@ class Output {
 
   void Emit(Event &&ev) { events_.push_back(std::move(ev)); }
 
-  // Hands queued events out. Text deltas go at most every millisecond unless `force`;
+  // Hands queued events out. Text deltas go at most every 8 ms (kFlushIntervalUs) unless `force`;
   // ends, errors and tool-call events go at once.
   void FlushEvents(const std::vector<std::unique_ptr<Request>> &active, bool force);
 

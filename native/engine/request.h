@@ -116,7 +116,7 @@ struct ReadyInfo {
   int32_t flashAttention = -1;
   int32_t kvTypeK = 0, kvTypeV = 0;
   bool canTruncateKv = true;
-  std::string speculative = "off";  // the drafting mode applied ("off", "ngram")
+  std::string speculative = "off";  // the drafting mode applied ("off", "ngram", "draft", "mtp")
   std::string speculativeOff;       // why a requested mode is off ("" when it is on or was not asked)
   std::string layoutKey;  // LayoutKey() (hash.h): which saved states and prefix keys fit this context
 };

@@ -11,7 +11,7 @@
 // so its tail cannot be dropped). The Sequence keeps a short list of partial states
 // (llama_state_seq_get_data_ext with LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent part
 // only, a few KiB to MiB), each taken by TakeCheckpoint() at a turn boundary: Batch stops a
-// prompt one token short and takes one there, the Scheduler takes one when a request ends.
+// prompt one token short and takes one there, Lifecycle takes one when a request ends.
 // TruncateTo(n) / DropUncommitted on such a memory restore the newest checkpoint at or below
 // n (llama_state_seq_set_data_ext, then llama_memory_seq_rm drops the attention cells past it:
 // the recurrent cells hold nothing past it any more) and report the position they kept;

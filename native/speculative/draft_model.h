@@ -2,7 +2,7 @@
 // engine thread, one Sequence per target sequence (same seq id) mirroring the request's tokens.
 // Each tick: every drafting request's draft sequence is brought to its tokens (the longest
 // common prefix kept, the rest prefilled), then greedy steps for all of them together, one
-// llama_batch per step. Greedy drafts are deterministic, so VerifyDraft's rule stays exact.
+// llama_batch per step. Greedy drafts are deterministic, so Speculation::Verify's rule stays exact.
 // Plain C++, engine thread only.
 #pragma once
 #include "speculative/drafter.h"

@@ -5,7 +5,7 @@
 // "sample each verified position with the request's own chain and keep going while the sample
 // equals the draft token" (the draft distribution is one-hot). Each emitted token costs one
 // Sample() call, exactly as without speculation, so seeded runs reproduce and penalties,
-// grammars, markers, stops and maxTokens see the same token stream (Scheduler::VerifyDraft).
+// grammars, markers, stops and maxTokens see the same token stream (Speculation::Verify).
 // Rejected cells leave the KV through Sequence::AcceptDraft. Memories that cannot drop a tail
 // (recurrent, hybrid, window-only sliding window) do not speculate (Speculation::Start says why).
 //
@@ -95,7 +95,7 @@ void Start(SpecState &s, const SpecConfig &cfg, const SpecEvidence &context);
 // when no draft pays at the estimated agreement: the request pauses (backoff > 0) for 1, 2, 4
 // ... kMaxPause ticks, and the tick after a pause probes with one tile (evidence can only change
 // by drafting). With n-gram drafts a paused request probes on matches of ngramMax tokens
-// instead, whenever one turns up (Scheduler::PlanDrafts).
+// instead, whenever one turns up (Speculation::Plan).
 constexpr uint32_t kMaxPause = 64;
 uint32_t Decide(SpecState &s, const SpecConfig &cfg);
 

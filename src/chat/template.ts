@@ -13,6 +13,7 @@ import {
   type ChatToolCall,
   type ChatToolDefinition,
 } from './types.js';
+import { parseJsonBounded } from '../json-limits.js';
 
 /**
  * The template used when a model has none: ChatML with Hermes-style tool calls
@@ -105,7 +106,7 @@ export function alnum9(id: string): string {
 function decodeArguments(args: Record<string, unknown> | string): unknown {
   if (typeof args !== 'string') return args;
   try {
-    const v: unknown = JSON.parse(args);
+    const v: unknown = parseJsonBounded(args);
     if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v;
   } catch {
     // not JSON: the template gets the text as the client sent it

@@ -12,6 +12,7 @@ import {
   splitHarmonyCall,
   type XmlParamTypes,
 } from './xml-calls.js';
+import { parseJsonBounded } from '../json-limits.js';
 
 /** Parameter types from tool schemas (`properties[key].type`), for the XML call syntax. */
 export function xmlParamTypes(tools: ReadonlyArray<{ name: string; parameters?: unknown }>): XmlParamTypes {
@@ -108,7 +109,7 @@ export function argumentsObject(args: Record<string, unknown> | string): Record<
   if (typeof args !== 'string') return args;
   if (args.trim() === '') return {};
   try {
-    const v: unknown = JSON.parse(args);
+    const v: unknown = parseJsonBounded(args);
     return isRecord(v) ? v : undefined;
   } catch {
     return undefined;

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
 import { isLlamuxError } from '../errors.js';
 import { formatIssues } from '../issues.js';
+import { MAX_JSON_DEPTH, jsonTextDepth } from '../json-limits.js';
 
 export type ApiFlavor = 'openai' | 'anthropic';
 
@@ -176,6 +177,9 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
     throw new HttpError(400, 'invalid_request', 'The request body is not valid UTF-8');
   }
   if (text.trim() === '') throw new HttpError(400, 'invalid_request', 'The request body is empty; expected a JSON object');
+  if (jsonTextDepth(text) > MAX_JSON_DEPTH) {
+    throw new HttpError(400, 'invalid_request', `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
+  }
   try {
     return JSON.parse(text) as unknown;
   } catch (e) {

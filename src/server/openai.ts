@@ -11,6 +11,7 @@ import { nullable, samplingFields, samplingOptions } from './sampling-fields.js'
 import { FinishReason } from '../engine/events.js';
 import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
+import { MAX_JSON_DEPTH, jsonTextDepth } from '../json-limits.js';
 
 /** What the server hands each chat endpoint besides the request. */
 export interface HandlerOptions {
@@ -189,7 +190,7 @@ function checkParts(body: unknown): void {
 /** OpenAI messages → llamux chat messages (leading system/developer messages merged). */
 export function openAIToChatMessages(messages: ChatCompletionRequest['messages']): ChatMessage[] {
   const out: ChatMessage[] = [];
-  for (const m of messages) {
+  for (const [i, m] of messages.entries()) {
     switch (m.role) {
       case 'system':
       case 'developer': {
@@ -204,7 +205,14 @@ export function openAIToChatMessages(messages: ChatCompletionRequest['messages']
         break;
       case 'assistant': {
         const text = textOf(m.content);
-        const calls: ChatToolCall[] = (m.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }));
+        const calls: ChatToolCall[] = (m.tool_calls ?? []).map((c, j) => {
+          // arguments are JSON text that the templates and the replay parse: bounded like the body
+          if (jsonTextDepth(c.function.arguments) > MAX_JSON_DEPTH) {
+            const field = `messages[${i}].tool_calls[${j}].function.arguments`;
+            throw new HttpError(400, 'invalid_request', `${field} nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`, field);
+          }
+          return { id: c.id, name: c.function.name, arguments: c.function.arguments };
+        });
         out.push({
           role: 'assistant',
           content: text.length > 0 ? text : null,

@@ -6,6 +6,7 @@ import { ToolError, describeReceived, expectedArgument, invalidArgument } from '
 import { checkJsonSchema, compileJsonSchema, type JsonSchema } from './json-schema.js';
 import { isZodSchema, parametersJsonSchema } from '../tool-schema.js';
 import { formatIssues } from '../issues.js';
+import { parseJsonBounded } from '../json-limits.js';
 
 /** One call the model asked for. `arguments` is an object, or a JSON string that the runner parses. */
 export interface ToolCall {
@@ -284,7 +285,7 @@ export function parseCallArguments(call: ToolCall): ArgumentsCheck {
   if (typeof args !== 'string') return { ok: true, value: args === undefined ? {} : args };
   if (args.trim() === '') return { ok: true, value: {} };
   try {
-    const parsed: unknown = JSON.parse(args);
+    const parsed: unknown = parseJsonBounded(args);
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
       return invalid(call, 'the arguments are not a JSON object', { raw: args });
     }
