@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { ChatMessage, ChatToolCall } from '../chat/types.js';
 import { checkToolSchemas } from '../grammar/index.js';
 import { FinishReason } from '../engine/events.js';
-import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, sendJson, toHttpError } from './http.js';
+import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, sendJson, toHttpError, reportedError } from './http.js';
 import type { HandlerOptions } from './openai.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ToolChoice, type Usage } from './service.js';
 
@@ -355,7 +355,8 @@ export async function handleMessages(
       }
     }
   } catch (e) {
-    if (!signal.aborted) await sse.send(errorBody('anthropic', toHttpError(e)).body, 'error');
+    const err = reportedError(e, signal);
+    if (err) await sse.send(errorBody('anthropic', err).body, 'error');
   } finally {
     sse.end();
   }

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { TokenLogprob } from '../engine/events.js';
 import type { Generation } from '../engine/generation.js';
 import type { GenerateOptions } from '../options.js';
-import { HttpError, SseWriter, errorBody, parseBody, readJson, sendJson, toHttpError } from './http.js';
+import { HttpError, SseWriter, errorBody, parseBody, readJson, sendJson, toHttpError, reportedError } from './http.js';
 import { completionLogprobs } from './logprobs.js';
 import { MAX_CHOICES, ResponseFormatBody, responseFormatOption } from './openai.js';
 import type { HandlerOptions } from './openai.js';
@@ -185,9 +185,10 @@ export async function handleCompletions(req: IncomingMessage, res: ServerRespons
       await send('[DONE]');
     } catch (e) {
       for (const g of gens) g.cancel();
-      if (!signal.aborted) {
+      const err = reportedError(e, signal);
+      if (err) {
         await sending.catch(() => {});
-        await sse.send(errorBody('openai', toHttpError(e)).body);
+        await sse.send(errorBody('openai', err).body);
       }
     } finally {
       sse.end();

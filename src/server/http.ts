@@ -37,6 +37,29 @@ export class HttpError extends Error {
 Object.defineProperty(HttpError.prototype, 'name', { value: 'HttpError', writable: true, configurable: true });
 
 /** Maps any thrown value to an HttpError. */
+/** The abort reason of the requests a closing server ends (SIGTERM, server.close()). */
+export class ServerClosingError extends Error {
+  constructor() {
+    super('The server is shutting down');
+    this.name = 'ServerClosingError';
+  }
+}
+
+/** What a request ended by the server's shutdown answers: 503, or an error event mid-stream. */
+export function shutdownError(): HttpError {
+  return new HttpError(503, 'overloaded', 'The server is shutting down');
+}
+
+/**
+ * The error a failed request reports, or undefined when nobody is left to tell: the client
+ * closed the connection. A request the closing server ended is told so (an SDK must not take
+ * a stream cut by a shutdown for a complete answer).
+ */
+export function reportedError(e: unknown, signal: AbortSignal): HttpError | undefined {
+  if (!signal.aborted) return toHttpError(e);
+  return signal.reason instanceof ServerClosingError ? shutdownError() : undefined;
+}
+
 export function toHttpError(e: unknown): HttpError {
   if (e instanceof HttpError) return e;
   if (isLlamuxError(e)) {

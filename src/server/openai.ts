@@ -9,7 +9,7 @@ import type { TokenLogprob } from '../engine/events.js';
 import { chatLogprobs } from './logprobs.js';
 import { nullable, samplingFields, samplingOptions } from './sampling-fields.js';
 import { FinishReason } from '../engine/events.js';
-import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody } from './http.js';
+import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody, reportedError } from './http.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from '../json-limits.js';
 
@@ -417,9 +417,10 @@ export async function handleChatCompletions(
     await send('[DONE]');
   } catch (e) {
     stopAll();
-    if (!signal.aborted) {
+    const err = reportedError(e, signal);
+    if (err) {
       await sending.catch(() => {});
-      await sse.send(errorBody('openai', toHttpError(e)).body);
+      await sse.send(errorBody('openai', err).body);
     }
   } finally {
     sse.end();

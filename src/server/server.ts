@@ -16,7 +16,7 @@ import { handleChatCompletions, type HandlerOptions } from './openai.js';
 import { handleEmbeddingEndpoint, isEmbeddingPath } from './embeddings.js';
 import { handleCountTokens, handleMessages } from './anthropic.js';
 import { handleCompletions, handleDetokenize, handleTokenize } from './completions.js';
-import { HttpError, sendError, sendJson, toHttpError, type ApiFlavor } from './http.js';
+import { HttpError, ServerClosingError, sendError, sendJson, shutdownError, toHttpError, type ApiFlavor } from './http.js';
 import { ServerMetrics } from './metrics.js';
 import { PromptPool } from './prompt-pool.js';
 import { ChatService, type ServerLog } from './service.js';
@@ -409,7 +409,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       } catch (e) {
         // The client is gone: the close handler logged it once; nothing more to say or send.
         if (res.destroyed || (res.writableEnded && !res.writableFinished)) return;
-        const err = toHttpError(e);
+        const err = closingServer && !res.headersSent ? shutdownError() : toHttpError(e);
         const headers: Record<string, string> = err.status === 413 ? { connection: 'close' } : {};
         if (!res.headersSent) sendError(res, api, err, headers);
         else res.end();
@@ -456,7 +456,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         closing ??= (async () => {
           closingServer = true;
           const done = new Promise<void>((resolve) => http.close(() => resolve()));
-          for (const ac of controllers) ac.abort(new Error('The server is closing'));
+          for (const ac of controllers) ac.abort(new ServerClosingError());
           http.closeIdleConnections();
           setTimeout(() => http.closeAllConnections(), 1000).unref();
           await done;
