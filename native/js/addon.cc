@@ -67,9 +67,29 @@ void DeliverLines(Napi::Env env, Napi::Function fn, LogSink *sink) {
   fn.Call({arr});
 }
 
+// Lines llama.cpp writes about situations the engine handles as part of its normal work: a
+// decode aborted by a cancel (llama_decode returns 2) and a batch that finds no KV slot (1:
+// idle KV is dropped, or a request steps back and resumes). Operators read warnings and errors
+// as faults, so these are debug lines.
+int HandledLevel(int lvl, const char *text) {
+  if (lvl < GGML_LOG_LEVEL_WARN) return lvl;
+  static const char *const kHandled[] = {
+      "failed to find a memory slot for batch",         // KV full: preemption
+      "failed to decode, ret = 1",                      // KV full
+      "failed to decode, ret = 2",                      // aborted
+      "failed to compute graph, compute status: 1",     // GGML_STATUS_ABORTED
+      "graph_compute_async failed with error 1",        // GGML_STATUS_ABORTED
+      "removing memory module entries for seq_id",      // the aborted ubatch's cells (Batch::KeepComputed)
+  };
+  for (const char *h : kHandled) {
+    if (std::strstr(text, h) != nullptr) return GGML_LOG_LEVEL_DEBUG;
+  }
+  return lvl;
+}
+
 void LlamaLog(ggml_log_level level, const char *text, void *) {
   int lvl = level;
-  if (lvl == GGML_LOG_LEVEL_CONT) lvl = t_last_level; else t_last_level = lvl;
+  if (lvl == GGML_LOG_LEVEL_CONT) lvl = t_last_level; else t_last_level = lvl = HandledLevel(lvl, text);
   if (t_capture != nullptr && lvl >= GGML_LOG_LEVEL_WARN) t_capture->Append(lvl, text);
   if (lvl < g_min_level.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lk(g_sinks_mu);
