@@ -35,6 +35,7 @@ export type {
   GenerateEvent,
   GenerateResult,
   GenerateTimings,
+  ProgressEvent,
   ReasoningEvent,
   ReasoningResult,
   TextEvent,

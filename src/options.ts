@@ -345,6 +345,8 @@ const GenerateFieldsSchema = SamplingOptionsSchema.extend({
   parentKey: z.string().regex(/^[0-9a-f]{64}$/).optional(),
   /** Speculative decoding for this request when the context has it (default true); false: plain decoding. */
   speculative: z.boolean().default(true),
+  /** `progress` events while the prompt is prefilled: one after each prefill chunk (tokens done of the total). */
+  progress: z.boolean().default(false),
   /** Events buffered for a slow consumer before its sequence pauses. */
   highWaterMark: positiveInt.default(256),
 }).strict();

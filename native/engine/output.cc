@@ -317,6 +317,17 @@ void Output::End(Request &r, FinishReason reason, const char *code, const std::s
   Emit(std::move(ev));
 }
 
+void Output::Progress(const Request &r, Clock::time_point now) {
+  Event ev;
+  ev.type = EventType::Progress;
+  ev.id = r.p->id;
+  ev.stats.promptTokens = static_cast<int32_t>(r.nPrompt);
+  ev.stats.reusedTokens = r.stats.reusedTokens;
+  ev.stats.prefilledTokens = static_cast<int32_t>(std::min(r.nPast, r.nPrompt)) - r.stats.reusedTokens;
+  ev.stats.prefillMs = r.time.prefillStarted ? std::chrono::duration<double, std::milli>(now - r.time.prefillStart).count() : 0;
+  Emit(std::move(ev));
+}
+
 void Output::FlushEvents(const std::vector<std::unique_ptr<Request>> &active, bool force) {
   // Output goes to JS at most every kFlushIntervalUs: fast models sample a token every few
   // hundred microseconds, and each hand-over wakes the JS thread, which costs the decode a few

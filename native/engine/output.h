@@ -40,6 +40,9 @@ class Output {
   void Fail(Request &r, ErrorCode code, const std::string &message);
 
   void Emit(Event &&ev) { events_.push_back(std::move(ev)); }
+  // Prefill progress of a request that asked for it (RequestParams::progress): its prompt
+  // tokens in the KV now, of how many, how many were reused, and the time since prefill began.
+  void Progress(const Request &r, Clock::time_point now);
 
   // Hands queued events out. Text deltas go at most every 8 ms (kFlushIntervalUs) unless `force`;
   // ends, errors and tool-call events go at once.

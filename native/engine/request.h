@@ -52,6 +52,7 @@ struct RequestParams {
   std::vector<llama_token> expectCommitted;
   bool prefillOnly = false;       // warm the prompt's KV, generate nothing
   bool speculative = false;       // draft and verify when the context speculates (speculative.h)
+  bool progress = false;          // a Progress event after each prefill chunk
   std::unique_ptr<SessionCommand> command;  // set: a session command, not a generation
   bool detectToolCalls = false;   // detect spans when the context has markers
   bool greedyToolSyntax = false;  // sample the wrapper syntax with the greedy chain
@@ -106,6 +107,7 @@ enum class EventType : uint8_t {
   RpcFailed = 9,    // an RPC server of the model died: every request fails (posted by the monitor)
   Reasoning = 10,   // reasoning text (and its tokens, markers included) apart from text
   Embedded = 11,    // an embed/rerank job ended: `floats` (index = dims per input), or code/message
+  Progress = 12,    // prefill progress: stats.promptTokens (total), reusedTokens, prefilledTokens so far, prefillMs
 };
 
 struct ReadyInfo {

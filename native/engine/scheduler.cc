@@ -189,6 +189,7 @@ void Scheduler::Decode() {
     const Clock::time_point now = Clock::now();
     for (Request *rp : members) {
       Request &r = *rp;
+      if (r.p->progress && r.nGenerated == 0) output_.Progress(r, now);
       if (r.nGenerated == 0 && r.nPast == r.nPrompt) {
         r.stats.prefilledTokens = static_cast<int32_t>(r.nPrompt) - r.stats.reusedTokens;
         r.stats.prefillMs = MsBetween(r.time.prefillStart, now);

@@ -321,6 +321,7 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->continueSession = RequireBool(env, o, "continueSession");
   p->prefillOnly = RequireBool(env, o, "prefillOnly");
   p->speculative = RequireBool(env, o, "speculative");
+  p->progress = RequireBool(env, o, "progress");
   Napi::Value expect = o.Get("expectCommitted");
   if (!expect.IsNull()) {
     Napi::Int32Array e = RequireInt32Array(env, o, "expectCommitted");

@@ -81,6 +81,7 @@ const char *EventTypeName(EventType t) {
     case EventType::RpcFailed: return "rpcFailed";
     case EventType::Reasoning: return "reasoning";
     case EventType::Embedded: return "embedded";
+    case EventType::Progress: return "progress";
   }
   return "unknown";
 }
@@ -133,6 +134,12 @@ Napi::Array EventsToJs(Napi::Env env, const std::vector<Event> &batch) {
         break;
       case EventType::ToolCallStart:
         o.Set("index", e.index);
+        break;
+      case EventType::Progress:
+        o.Set("total", e.stats.promptTokens);
+        o.Set("cached", e.stats.reusedTokens);
+        o.Set("processed", e.stats.reusedTokens + e.stats.prefilledTokens);
+        o.Set("ms", e.stats.prefillMs);
         break;
       case EventType::Embedded: {
         if (!e.code.empty()) {

@@ -153,9 +153,23 @@ export interface ToolCallTruncatedEvent extends ToolCallSpan {
   type: 'toolCallTruncated';
 }
 
+/**
+ * Prefill progress (the `progress: true` option): after each chunk of the prompt the engine
+ * decoded. `processed` of `total` prompt tokens are in the KV, `cached` of them were reused;
+ * `ms` since the prefill began. The last one has processed === total.
+ */
+export interface ProgressEvent {
+  type: 'progress';
+  total: number;
+  cached: number;
+  processed: number;
+  ms: number;
+}
+
 export type GenerateEvent =
   | TextEvent
   | ReasoningEvent
+  | ProgressEvent
   | ToolCallStartEvent
   | ToolCallDeltaEvent
   | ToolCallEndEvent

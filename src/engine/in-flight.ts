@@ -10,7 +10,7 @@ interface RequestEntry {
   onAbort?: () => void;
 }
 
-type RequestEvent = Extract<NativeEvent, { type: 'text' | 'reasoning' | 'toolCallStart' | 'toolCallDelta' | 'toolCallEnd' | 'final' | 'sessionDone' }>;
+type RequestEvent = Extract<NativeEvent, { type: 'text' | 'reasoning' | 'progress' | 'toolCallStart' | 'toolCallDelta' | 'toolCallEnd' | 'final' | 'sessionDone' }>;
 
 export class InFlight {
   #requests = new Map<number, RequestEntry>();
@@ -65,6 +65,9 @@ export class InFlight {
         return;
       case 'toolCallStart':
         this.#requests.get(ev.id)?.gen.onEvent({ type: 'toolCallStart', index: ev.index });
+        return;
+      case 'progress':
+        this.#requests.get(ev.id)?.gen.onEvent({ type: 'progress', total: ev.total, cached: ev.cached, processed: ev.processed, ms: ev.ms });
         return;
       case 'toolCallDelta':
         this.#requests.get(ev.id)?.gen.onEvent({ type: 'toolCallDelta', index: ev.index, text: ev.text });

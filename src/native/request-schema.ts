@@ -92,6 +92,8 @@ export const NATIVE_REQUEST_KEYS = {
   prefillOnly: 'boolean',
   /** Draft and verify when the context speculates. */
   speculative: 'boolean',
+  /** A progress event after each prefill chunk. */
+  progress: 'boolean',
   /** -1: until end of generation or the context end. */
   maxTokens: 'number',
   stop: 'string[]',

@@ -179,7 +179,7 @@ export function applyResponseFormat<T extends ParsedGenerateOptions | ParsedCont
 
 type Sampled = Pick<
   NativeRequest,
-  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'logprobs' | 'greedyToolSyntax' | 'cacheScope' | 'speculative'
+  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'logprobs' | 'greedyToolSyntax' | 'cacheScope' | 'speculative' | 'progress'
   | 'temperature' | 'topK' | 'topP' | 'minP' | 'typicalP' | 'repeatPenalty' | 'frequencyPenalty' | 'presencePenalty' | 'penaltyLastN' | 'seed'
   | 'grammar' | 'grammarRoot' | 'logitBiasTokens' | 'logitBiasValues'
 >;
@@ -202,6 +202,7 @@ function sampledFields(o: ParsedGenerateOptions | ParsedContinueOptions): Sample
     greedyToolSyntax: o.greedyToolSyntax,
     cacheScope: o.cacheScope ?? '',
     speculative: o.speculative,
+    progress: o.progress,
     temperature: o.temperature,
     topK: o.topK,
     topP: o.topP,
@@ -284,6 +285,7 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
     greedyToolSyntax: false,
     cacheScope,
     speculative: false,
+    progress: false,
     temperature: 0,
     topK: 0,
     topP: 1,

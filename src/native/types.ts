@@ -100,6 +100,7 @@ export type NativeEvent =
   | { type: 'ready'; id: number; ready: NativeReady }
   | { type: 'text'; id: number; text: string; tokens?: Int32Array; logprobs?: NativeLogprob[] }
   | { type: 'reasoning'; id: number; text: string; tokens?: Int32Array }
+  | { type: 'progress'; id: number; total: number; cached: number; processed: number; ms: number }
   | {
       type: 'final';
       id: number;

@@ -257,7 +257,7 @@ export async function handleMessages(
   if (!body.stream) {
     const content: Array<Record<string, unknown>> = [];
     for await (const ev of events) {
-      if (ev.type === 'started') continue;
+      if (ev.type === 'started' || ev.type === 'progress') continue;
       if (ev.type === 'text') {
         const last = content[content.length - 1];
         if (last?.type === 'text') last.text = `${last.text as string}${ev.text}`;
@@ -321,7 +321,7 @@ export async function handleMessages(
     });
     await send({ type: 'ping' });
     for await (const ev of events) {
-      if (ev.type === 'started') continue;
+      if (ev.type === 'started' || ev.type === 'progress') continue;
       if (ev.type === 'reasoning') {
         if (!openThinking) {
           await closeText();

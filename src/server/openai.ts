@@ -145,6 +145,8 @@ export const ChatCompletionRequestSchema = z
     metadata: nullable(z.record(z.string(), z.string())),
     store: nullable(z.boolean()),
     service_tier: nullable(z.string()),
+    /** llama-server's field: streamed chunks carry `prompt_progress` while the prompt is prefilled. */
+    return_progress: nullable(z.boolean()),
     /** A conversation hint (docs/server.md): requests with the same key share one session when they name no conversation. */
     prompt_cache_key: nullable(z.string().min(1).max(1024)),
     /** Accepted, unused: llamux runs no moderation. */
@@ -265,6 +267,7 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
     generate,
     ...(conversation !== undefined ? { conversationHeader: conversation } : {}),
     ...(b.prompt_cache_key != null ? { conversationHint: b.prompt_cache_key } : {}),
+    ...(b.return_progress === true && b.stream === true ? { returnProgress: true } : {}),
     ...(tenant !== undefined ? { tenant } : {}),
     idPrefix: 'call_',
     ...(Object.keys(templateVariables).length > 0 ? { templateVariables } : {}),
@@ -342,7 +345,7 @@ export async function handleChatCompletions(
         const calls: ServiceToolCall[] = [];
         const lps: TokenLogprob[] = [];
         for await (const ev of events) {
-          if (ev.type === 'started') continue;
+          if (ev.type === 'started' || ev.type === 'progress') continue;
           if (ev.type === 'text') {
             text += ev.text;
             if (ev.logprobs) lps.push(...ev.logprobs);
@@ -399,7 +402,11 @@ export async function handleChatCompletions(
         let usage: Usage | undefined;
         for await (const ev of events) {
           if (ev.type === 'started') continue;
-          if (ev.type === 'text') await send(chunk(index, { content: ev.text }, null, ev.logprobs));
+          if (ev.type === 'progress') {
+            // llama-server's shape: a chunk without choices that carries the prompt's progress
+            const prompt_progress = { total: ev.total, cache: ev.cached, processed: ev.processed, time_ms: ev.ms };
+            await send({ id, object: 'chat.completion.chunk', created, model: body.model, system_fingerprint: fingerprint, choices: [], prompt_progress });
+          } else if (ev.type === 'text') await send(chunk(index, { content: ev.text }, null, ev.logprobs));
           else if (ev.type === 'reasoning') await send(chunk(index, { reasoning_content: ev.text }));
           else if (ev.type === 'toolCall') await send(chunk(index, { tool_calls: [{ index: ev.call.index, ...toolCallOf(ev.call) }] }));
           else {

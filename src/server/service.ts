@@ -32,6 +32,8 @@ export interface ChatRequest {
   generate: Omit<GenerateOptions, 'prompt' | 'signal' | 'emitTokenIds' | 'tokens' | 'detectToolCalls' | 'toolCalls' | 'sessionId' | 'waitForSession' | 'parentKey'>;
   /** The client's `x-llamux-conversation` header, when valid. */
   conversationHeader?: string;
+  /** Stream prefill progress (llama-server's `return_progress`). */
+  returnProgress?: boolean;
   /** A client's conversation hint (OpenAI `prompt_cache_key`): used when nothing else names the conversation. */
   conversationHint?: string;
   /** The tenant (isolation mode): conversations, sessions, replay and cache numbers stay inside it. */
@@ -63,8 +65,10 @@ export interface ServiceToolCall {
 }
 
 export type ServiceEvent =
-  /** The engine produced its first event: the request was admitted and prefilled. */
+  /** The engine produced its first event: the request was admitted (and prefilled, unless it asked for progress). */
   | { type: 'started' }
+  /** Prefill progress (`returnProgress`): prompt tokens in the KV of the total, reused, ms since the prefill began. */
+  | { type: 'progress'; total: number; cached: number; processed: number; ms: number }
   /** `logprobs`: the entries of the tokens sampled since the previous text event (logprobs requested). */
   | { type: 'text'; text: string; logprobs?: TokenLogprob[] }
   /** Reasoning text (between the model's reasoning markers), apart from the answer. */
@@ -329,6 +333,7 @@ export class ChatService {
         : {}),
       signal,
       waitForSession: true,
+      ...(req.returnProgress ? { progress: true } : {}),
       // Isolation mode: the engine reuses KV only within the tenant (no cross-tenant prefix
       // hits, so neither cached_tokens nor timing reveal another tenant's prompts).
       ...(this.#isolate && req.tenant !== undefined ? { cacheScope: `tenant:${req.tenant}` } : {}),
@@ -408,6 +413,9 @@ export class ChatService {
               yield { type: 'text', text, logprobs: ev.logprobs };
             } else if (text.length > 0) yield { type: 'text', text };
           }
+          break;
+        case 'progress':
+          yield { type: 'progress', total: ev.total, cached: ev.cached, processed: ev.processed, ms: ev.ms };
           break;
         case 'reasoning':
           for (const t of ev.tokens) prelude.tokens.push(t);

@@ -71,4 +71,26 @@ describe('POST /v1/chat/completions: fields of current clients', () => {
     const named = await openai.chat.completions.create({ model: 'x', messages, max_tokens: 2, prompt_cache_key: 'codex-session-7' }, { headers: { 'x-llamux-conversation': 'mine' } }).withResponse();
     expect(named.response.headers.get('x-llamux-conversation')).toBe('mine');
   });
+
+  it('return_progress (llama-server\'s field): streamed chunks carry prompt_progress before the answer, the last one complete', async () => {
+    const read = async (returnProgress: boolean) => {
+      const r = await fetch(`${server.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'x', messages, tools: OPENAI_TOOLS, stream: true, ...(returnProgress ? { return_progress: true } : {}) }),
+      });
+      const text = await r.text();
+      return text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)) as { choices: unknown[]; prompt_progress?: { total: number; cache: number; processed: number; time_ms: number } });
+    };
+    const chunks = await read(true);
+    const progress = chunks.filter((c) => c.prompt_progress !== undefined);
+    expect(progress.length).toBeGreaterThanOrEqual(1);
+    expect(progress.every((c) => c.choices.length === 0)).toBe(true);
+    const last = progress.at(-1)!.prompt_progress!;
+    expect(last.processed).toBe(last.total);
+    expect(last.total).toBeGreaterThan(0);
+    const firstAnswer = chunks.findIndex((c) => c.prompt_progress === undefined && (c.choices as Array<{ delta?: { tool_calls?: unknown } }>)[0]?.delta?.tool_calls !== undefined);
+    expect(firstAnswer).toBeGreaterThan(chunks.indexOf(progress.at(-1)!));
+    expect((await read(false)).some((c) => c.prompt_progress !== undefined)).toBe(false);
+  });
 });
