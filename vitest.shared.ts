@@ -19,6 +19,9 @@ export const SLOW_TEST_FILES = [
   'test/native/amx-tilecfg.test.ts',
   // compiles stand-in GPU backend libraries with cc
   'test/package/gpu-package.test.ts',
+  // runs the benchmarks, which build bench/native/raw_decode.cc (build-native.mjs with
+  // LLAMUX_BUILD_BENCH=1) when the build lacks it, as `npm install` leaves it
+  'test/bench/quick.test.ts',
   // the cache-path determinism sweep on the 250 M model (paths.test.ts runs it on the tiny shape)
   'test/determinism/paths-250m.test.ts',
   // the same sweep over six zoo architectures

@@ -26,6 +26,8 @@ function buildsOrPublishes(source: string): string[] {
   // `npm pack` runs the prepack hook, which runs the prebuild
   if (/['"`]pack['"`]/.test(source)) found.push('runs npm pack');
   if (/\b(?:registryWithLlamux|startRegistry)\b/.test(source)) found.push('starts a registry');
+  // the benchmark harness builds its raw llama.cpp decode loop on first use (bench/drivers/raw.ts)
+  if (/['"`]bench['"`],\s*['"`]index\.ts['"`]|bench\/index\.ts/.test(source)) found.push('runs the benchmarks');
   return found;
 }
 
@@ -46,6 +48,7 @@ describe('the split of the suite', () => {
     expect(read('test/native/prebuild.test.ts')).toContain('uses scripts/prebuild.mjs');
     expect(read('test/native/amx-tilecfg.test.ts')).toContain('runs cmake');
     expect(read('test/package/gpu-package.test.ts')).toContain('runs cc');
+    expect(read('test/bench/quick.test.ts')).toContain('runs the benchmarks');
     expect(buildsOrPublishes("spawnSync('g++', ['-O2'])")).toEqual(['runs g++']);
     expect(buildsOrPublishes("spawnSync('node', ['x'])")).toEqual([]);
   });
