@@ -5,7 +5,8 @@
 import type { TestUserConfig } from 'vitest/config';
 
 /** Test files that compile, publish to a registry, or sweep the long determinism matrices: not in
- * `npm test` (no compiler runs there, and it takes minutes), run by `npm run test:slow`. */
+ * `npm test` (no compiler runs there, and it takes minutes), run by `npm run test:slow` in this
+ * order (the first builds every shipped CPU variant in build-prebuild/ for the ones after it). */
 export const SLOW_TEST_FILES = [
   // `npm pack` runs prepack, which builds the eight shipped CPU variants (scripts/prebuild.mjs),
   // then installs the tarball four ways, one of them a source build (LLAMUX_BUILD_FROM_SOURCE=1)
