@@ -1,18 +1,13 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+import { SLOW_TEST_FILES, sharedTestOptions } from './vitest.shared.js';
 
+// `npm test`: every test file but the slow ones (vitest.shared.ts), which `npm run test:slow` runs.
 export default defineConfig({
   test: {
+    ...sharedTestOptions,
     include: ['test/**/*.test.ts'],
+    exclude: [...configDefaults.exclude, ...SLOW_TEST_FILES],
     // Compile-only tests of the public types (test/types/*.test-d.ts).
     typecheck: { enabled: true, include: ['test/types/**/*.test-d.ts'], tsconfig: 'tsconfig.json' },
-    globalSetup: ['test/global-setup.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 120_000,
-    // Native engines own threads; forks keep a crash inside one file from taking the runner down.
-    pool: 'forks',
-    // llama.cpp's worker threads spin while they wait: two test files decoding at once on a
-    // 2-core machine slow each other down 60-100x. One file at a time.
-    fileParallelism: false,
-    maxWorkers: 1,
   },
 });

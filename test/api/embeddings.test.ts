@@ -8,6 +8,7 @@ import { BERT_DIMS, type EmbeddingModelDescription, type EmbeddingModelName } fr
 import { LlamuxError, loadModel, type Context, type Model } from '../../src/index.js';
 import { bertReference, embeddingModels, maxAbsDiff, norm, unit, type BertReference } from '../helpers/embedding.js';
 import { ONE_THREAD } from '../helpers/models.js';
+import { expectWithin, unitLengthTolerance } from '../helpers/tolerance.js';
 import { zooModels } from '../helpers/zoo.js';
 
 const TEXTS = [
@@ -69,11 +70,13 @@ describe('BERT encoder (mean pooling, real WordPiece vocabulary)', () => {
 
   it('normalizes to unit length by default; identical texts give identical vectors', async () => {
     const r = await ctx.embed([TEXTS[0]!, TEXTS[1]!, TEXTS[0]!]);
-    for (const v of r.embeddings) expect(norm(v)).toBeCloseTo(1, 5);
+    for (const v of r.embeddings) expectWithin(norm(v), 1, unitLengthTolerance(v.length));
     expect(Array.from(r.embeddings[2]!)).toEqual(Array.from(r.embeddings[0]!));
-    const raw = await ctx.embed([TEXTS[0]!], { normalize: false });
+    // the same batch unscaled: the scaling is all that differs (a batch of another shape may
+    // pool differently in the last bits: ggml's reduction order)
+    const raw = await ctx.embed([TEXTS[0]!, TEXTS[1]!, TEXTS[0]!], { normalize: false });
     expect(norm(raw.embeddings[0]!)).toBeGreaterThan(1.5); // layer-normed states: far from unit length
-    expect(maxAbsDiff(unit(raw.embeddings[0]!), r.embeddings[0]!)).toBeLessThan(1e-6);
+    raw.embeddings.forEach((v, i) => expect(maxAbsDiff(unit(v), r.embeddings[i]!)).toBeLessThanOrEqual(unitLengthTolerance(v.length)));
   });
 
   it('a batch of N gives the N single results; inputs may be token arrays', async () => {
@@ -247,7 +250,7 @@ describe('a generative model without a pooling type', () => {
       const r = await ctx.embed(['hello', 'hello'], { pooling: 'mean' });
       expect(r.dimensions).toBe(zoo.llama.nEmbd);
       expect(Array.from(r.embeddings[1]!)).toEqual(Array.from(r.embeddings[0]!));
-      expect(norm(r.embeddings[0]!)).toBeCloseTo(1, 5);
+      expectWithin(norm(r.embeddings[0]!), 1, unitLengthTolerance(r.embeddings[0]!.length));
       // generation still works on the same context
       const g = await ctx.complete({ prompt: 'hello', maxTokens: 3, temperature: 0 });
       expect(g.generatedTokens).toBeGreaterThan(0);
@@ -269,7 +272,7 @@ describe('recurrent, hybrid and sliding-window decoders (mean pooling)', () => {
       expect(batch.dimensions).toBe(zoo[arch].nEmbd);
       const singles = await Promise.all(texts.map((t) => ctx.embed(t, { pooling: 'mean' })));
       singles.forEach((s, i) => {
-        expect(norm(batch.embeddings[i]!)).toBeCloseTo(1, 5);
+        expectWithin(norm(batch.embeddings[i]!), 1, unitLengthTolerance(batch.embeddings[i]!.length));
         expect(maxAbsDiff(s.embeddings[0]!, batch.embeddings[i]!)).toBeLessThan(1e-4);
       });
       expect(maxAbsDiff(batch.embeddings[0]!, batch.embeddings[1]!)).toBeGreaterThan(1e-3);

@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeRandomModel } from '../../src/gguf/random.js';
 import { loadModel, type GenerateResult, type Model } from '../../src/index.js';
 
-const PROMPTS = 20;
 let dir: string;
 let model: Model;
 const report: string[] = [];
@@ -40,8 +39,13 @@ function prompt(i: number): number[] {
   return Array.from(model.tokenize(`${head}. ${phrase}. ${phrase}. ${phrase}.`, { addSpecial: false }));
 }
 
-describe.each([true, false])('speculative (n-gram) beside no speculation, deterministic: %s', (deterministic) => {
-  it(`${PROMPTS} prompts, 48 greedy tokens each: same tokens and log-probabilities`, async () => {
+// Deterministic mode over 20 prompts: every one must be identical. Default mode only reports how
+// many differ (and that drafts were verified and kept): a few prompts show it.
+describe.each([
+  [true, 20],
+  [false, 5],
+])('speculative (n-gram) beside no speculation, deterministic: %s', (deterministic, PROMPTS) => {
+  it(`${PROMPTS} prompts, 48 greedy tokens each: ${deterministic ? 'same tokens and log-probabilities' : 'drafts verified and kept'}`, async () => {
     const base = { threads: 2, batchThreads: 2, contextSize: 2048, toolCallMarkers: false, prefixCache: false, deterministic } as const;
     const plain = await model.createContext({ ...base, speculative: false });
     const spec = await model.createContext({ ...base, speculative: 'ngram' });

@@ -8,6 +8,7 @@ import type { ScriptedModelSpec } from '../../src/gguf/scripted.js';
 import { sp } from '../../src/gguf/vocab.js';
 import { encodeGguf } from '../../src/gguf/writer.js';
 import { normalize, tempDir } from './helpers.js';
+import { F64_UNIT_ROUNDOFF, expectWithin, scriptedGreedyLogprobFloor, scriptedLogprobTolerance, scriptedProbabilityTolerance } from '../helpers/tolerance.js';
 
 let dir = '';
 let cleanup: () => Promise<void> = async () => {};
@@ -92,9 +93,11 @@ describe('fixture descriptions', () => {
       [9, ['▁"Paris"', '▁"Lyon"']],
       [11, ['</tool_call>', '▁Done.']],
     ]);
+    // the simulator's float64 forward pass of the float32 weights (test/helpers/tolerance.ts)
+    const sim = { ...m.description, unitRoundoff: F64_UNIT_ROUNDOFF };
     for (const b of s.branches) {
-      expect(b.choices[0]!.probability).toBeCloseTo(0.55, 3);
-      expect(b.choices[1]!.probability).toBeCloseTo(0.45, 3);
+      expectWithin(b.choices[0]!.probability, 0.55, scriptedProbabilityTolerance(0.55, sim));
+      expectWithin(b.choices[1]!.probability, 0.45, scriptedProbabilityTolerance(0.45, sim));
     }
     expect(s.outcomes).toHaveLength(8);
     expect(s.outcomes.map((o) => o.text)).toContain(' Let me check that. Calling:{"name": "get_weather", "arguments": {"city": "Lyon"}} Done.');
@@ -132,10 +135,15 @@ describe('fixture descriptions', () => {
     const s = models['near-tie'].description.scripts.main!;
     expect(s.greedyText).toBe(' there lived a cat named Tom.');
     expect(s.branches).toHaveLength(1);
-    expect(s.outcomes.map((o) => [o.text, Number(o.probability.toFixed(3))])).toEqual([
-      [' there lived a cat named Tom.', 0.55],
-      [' there lived a dog named Tom.', 0.45],
-    ]);
+    expect(s.outcomes.map((o) => o.text)).toEqual([' there lived a cat named Tom.', ' there lived a dog named Tom.']);
+    // an outcome's probability is the branch's times every other step's (each ≥ e^floor), in the
+    // simulator's float64 forward pass of the float32 weights (test/helpers/tolerance.ts)
+    const sim = { ...models['near-tie'].description, unitRoundoff: F64_UNIT_ROUNDOFF };
+    const logTolerance = scriptedLogprobTolerance(sim) - (s.greedy.length + 1) * scriptedGreedyLogprobFloor(sim);
+    s.outcomes.forEach((o, i) => {
+      const p = [0.55, 0.45][i]!;
+      expectWithin(o.probability, p, p * Math.expm1(logTolerance), o.text);
+    });
   });
 
   it.each(['two-turn', 'demo'] as const)('%s: a tool call before the tool result, an answer after it', (name) => {

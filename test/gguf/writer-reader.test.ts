@@ -8,6 +8,7 @@ import { val } from '../../src/gguf/types.js';
 import type { GgufSpec } from '../../src/gguf/types.js';
 import { encodeGguf, planGguf, writeGgufFile } from '../../src/gguf/writer.js';
 import { everyValueType, kitchenSink, normalize, tempDir } from './helpers.js';
+import { expectWithin, f16RoundingBound, q8_0Error } from '../helpers/tolerance.js';
 
 let dir = '';
 let cleanup: () => Promise<void> = async () => {};
@@ -69,9 +70,9 @@ describe('encodeGguf() and parseGguf()', () => {
     const halves = Array.from({ length: 8 }, (_, i) => f16ToNumber(b[2 * i]! | (b[2 * i + 1]! << 8)));
     expect(halves.slice(0, 6)).toEqual([0, 1, -1, 0.5, 65504, 2 ** -24]);
     expect(Object.is(halves[6], -0)).toBe(true);
-    expect(halves[7]).toBeCloseTo(1e-3, 5);
+    expectWithin(halves[7]!, 1e-3, f16RoundingBound(1e-3));
     const c = decodeQ8_0(at('c.q8_0'), 128);
-    for (let i = 0; i < 128; i++) expect(c[i]!).toBeCloseTo(Math.sin(i), 1);
+    for (let i = 0; i < 128; i++) expectWithin(c[i]!, Math.sin(i), q8_0Error(1), `c[${i}]`); // |sin| ≤ 1 in every block
     expect([...at('d.q4_k')]).toEqual(new Array(144).fill(7));
     // padding between tensors is zero
     const t0 = file.tensors[0]!;
@@ -117,7 +118,8 @@ describe('writeGgufFile()', () => {
     const file = await readGgufFile(path);
     const big = file.tensors.find((t) => t.name === 'e.big')!;
     const data = await readTensorBytes(path, big);
-    expect(f16ToNumber(data[2 * 959]! | (data[2 * 959 + 1]! << 8))).toBeCloseTo(959 / 7, 1);
+    // 959 / 7 = 137: a multiple of float16's step 2^-3 in [128, 256), stored exactly
+    expect(f16ToNumber(data[2 * 959]! | (data[2 * 959 + 1]! << 8))).toBe(959 / 7);
     // chunked writes: 96-element chunks (100 rounded down to a multiple of 32), contiguous
     const firstRun = [];
     let next = 0;

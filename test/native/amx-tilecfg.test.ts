@@ -6,7 +6,7 @@
 // CPU, AMX or not: before each ldtilecfg, besides zeroing the 64 bytes and setting palette_id,
 // the code must store colsb (bytes 16..47) and rows (bytes 48..63).
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { native } from '../../src/native/binding.js';
@@ -17,12 +17,26 @@ import { findLlamaCpp } from '../../scripts/build-native.mjs';
 const info = native.systemInfo();
 const shippedLib = join(info.backendDirectory || join(projectRoot, 'build', 'Release'), 'libggml-cpu-sapphirerapids.so');
 
+/** The prebuild's copy (build-prebuild/, where `npm pack` and `npm run prebuild` build every
+ * shipped variant; `npm run test:slow` runs those before this file), unless it is older than
+ * the build files or the source it compiles. */
+function prebuiltLibrary(): string | undefined {
+  const lib = join(projectRoot, 'build-prebuild', 'Release', 'libggml-cpu-sapphirerapids.so');
+  if (!existsSync(lib)) return undefined;
+  const llama = findLlamaCpp({ make: false }) as string | undefined;
+  const inputs = [join(projectRoot, 'CMakeLists.txt'), ...(llama ? [join(llama, 'ggml', 'src', 'ggml-cpu', 'amx', 'mmq.cpp')] : [])];
+  return inputs.every((f) => existsSync(f) && statSync(f).mtimeMs <= statSync(lib).mtimeMs) ? lib : undefined;
+}
+
 /** The AMX variant as the prebuilds ship it. A build of the shipped variants has it next to the
- * addon; a checkout builds only x64 and this CPU's best (LLAMUX_CPU_VARIANTS=host), so then
- * this builds that one library with the same CMakeLists.txt in build-amx/ (incremental, and
- * ccache serves it from any earlier build of the same sources). */
+ * addon, and the prebuild's build folder has it; a checkout builds only x64 and this CPU's best
+ * (LLAMUX_CPU_VARIANTS=host), so otherwise this builds that one library with the same
+ * CMakeLists.txt in build-amx/ (incremental, and ccache serves it from any earlier build of the
+ * same sources). */
 function amxLibrary(): string {
   if (existsSync(shippedLib)) return shippedLib;
+  const prebuilt = prebuiltLibrary();
+  if (prebuilt) return prebuilt;
   const out = join(projectRoot, 'build-amx');
   const env = { ...process.env, CCACHE_BASEDIR: process.env.CCACHE_BASEDIR ?? projectRoot };
   const ninja = spawnSync('ninja', ['--version']).status === 0 ? ['-G', 'Ninja'] : [];

@@ -271,27 +271,23 @@ describe('bounded work per request (#30)', () => {
         const before = admitted;
         const load = tools ? attack(tools, () => done) : [];
         await sleep(tools ? 100 : 0);
-        const runs: number[] = [];
-        for (let i = 0; i < 3; i++) runs.push(await decode());
+        const speed = await decode();
         done = true;
         const statuses = (await Promise.all(load)).flat();
-        return { speed: runs.sort((a, b) => a - b)[1]!, statuses, admitted: admitted - before };
+        return { speed, statuses, admitted: admitted - before };
       };
       // An unambiguous schema of the same shape: what any 4 grammar requests cost the engine thread.
       const plainTools = [{ type: 'function' as const, function: { name: 'f', parameters: { type: 'object', properties: { x: { type: 'array', items: { type: 'array', items: { type: 'integer' } } } }, required: ['x'] } } }];
       await decode(); // warm
-      // Interleaved, so that the machine's other load falls on both sides alike.
+      // One decode of each kind: what is asserted is admission (the speeds are printed only;
+      // `npm run bench -- --suite bounded` measures them with interleaved repeats).
       const alone = await speeds();
       const hostile = await speeds(hostileTools);
-      const alone2 = await speeds();
-      const hostile2 = await speeds(hostileTools);
       const worst = await speeds(worstTools);
       const plain = await speeds(plainTools);
-      const base = (alone.speed + alone2.speed) / 2;
-      hostile.speed = (hostile.speed + hostile2.speed) / 2;
-      hostile.statuses.push(...hostile2.statuses);
+      const base = alone.speed;
       console.log(
-        `decode alone ${alone.speed.toFixed(0)} / ${alone2.speed.toFixed(0)} tok/s; with 4 hostile (16-deep ambiguous) grammar requests ${hostile.speed.toFixed(0)} tok/s (${(hostile.speed / base).toFixed(2)}x, ${hostile.statuses.length} requests, statuses ${[...new Set(hostile.statuses)].join(',')}); ` +
+        `decode alone ${alone.speed.toFixed(0)} tok/s; with 4 hostile (16-deep ambiguous) grammar requests ${hostile.speed.toFixed(0)} tok/s (${(hostile.speed / base).toFixed(2)}x, ${hostile.statuses.length} requests, statuses ${[...new Set(hostile.statuses)].join(',')}); ` +
           `with 4 requests at the ambiguity limit ${worst.speed.toFixed(0)} tok/s (${(worst.speed / base).toFixed(2)}x, statuses ${[...new Set(worst.statuses)].join(',')}); ` +
           `with 4 unambiguous grammar requests ${plain.speed.toFixed(0)} tok/s (${(plain.speed / base).toFixed(2)}x)`,
       );
@@ -300,7 +296,8 @@ describe('bounded work per request (#30)', () => {
       // it). The control: the schemas at the ambiguity limit and the plain ones are admitted.
       expect(hostile.statuses.length).toBeGreaterThan(0);
       expect(hostile.statuses.every((st) => st === 400)).toBe(true);
-      expect(hostile.admitted + hostile2.admitted).toBe(0);
+      expect(hostile.admitted).toBe(0);
+      expect(worst.statuses.length).toBeGreaterThan(0);
       expect(worst.statuses.every((st) => st === 200)).toBe(true);
       expect(worst.admitted).toBe(worst.statuses.length);
       expect(plain.admitted).toBe(plain.statuses.length);
@@ -309,8 +306,8 @@ describe('bounded work per request (#30)', () => {
       Session.prototype.generate = sessionGenerate;
       await server.close();
     }
-    // Six interleaved measurements of 3 × 384 decoded tokens, two of them beside admitted
-    // grammar requests that slow the engine 5-30x: a minute or more on a loaded 2-core machine.
+    // Four decodes of 384 tokens, two of them beside admitted grammar requests that slow the
+    // engine 5-30x.
   }, 180_000);
 
   it('answers 400 naming the JSON pointer to ambiguous nested schemas and malformed $ref encodings', async () => {
