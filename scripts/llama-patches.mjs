@@ -638,6 +638,26 @@ static void ggml_compute_forward_mul_mat_one_chunk(
     ],
   },
   {
+    id: 'amx-broadcast-src0',
+    // ggml's AMX matrix multiply (Sapphire Rapids and later, the sapphirerapids CPU variant)
+    // offsets src0 by the batch plane of src1 as if both had as many planes: a weight matrix
+    // broadcast over per-sequence planes (hybrid models split a batch by sequence: qwen35moe
+    // with Q8_0 weights, 5+ sequences in one batch) was read past its end and those
+    // sequences decoded zeros. Broadcast operands map to their own plane, as ggml's CPU
+    // mul_mat does (test/gguf/zoo.test.ts, "beside 7 other sequences", on an AMX CPU).
+    file: 'ggml/src/ggml-cpu/amx/mmq.cpp',
+    edits: [
+      {
+        find: '    const int64_t i2 = batch_idx % ne2;\n    const int64_t i3 = batch_idx / ne2;\n    return i3 * t->nb[3] + i2 * t->nb[2];\n',
+        replace:
+          '    // a broadcast operand (src0: one weight matrix for every plane of src1) has fewer planes\n' +
+          '    const int64_t i2 = (batch_idx % ne2) * t->ne[2] / ne2;\n' +
+          '    const int64_t i3 = t->ne[3] == 1 ? 0 : batch_idx / ne2;\n' +
+          '    return i3 * t->nb[3] + i2 * t->nb[2];\n',
+      },
+    ],
+  },
+  {
     id: 'vulkan-headers-1.3.239',
     // Debian 12's libvulkan-dev (Vulkan headers 1.3.239) predates VK_EXT_layer_settings (1.3.261),
     // which ggml-vulkan uses only to ask the validation layer (GGML_VULKAN_VALIDATE) for its
