@@ -7,6 +7,7 @@
 export { Model, TokenAttribute } from './model/model.js';
 export { loadModel, planForFile } from './model/load.js';
 export type { ModelMetadata, TokenInfo, VocabInfo } from './model/model.js';
+export type { FimTokens } from './model/types.js';
 export { Context, Generation } from './engine/context.js';
 export type { ContextSettings } from './engine/context.js';
 export type { EmbedOptions, EmbedResult, Pooling, RerankOptions, RerankResult } from './engine/embedding.js';
@@ -17,6 +18,7 @@ export type {
   DetokenizeOptions,
   GenerateOptions,
   GenerateTool,
+  InfillOptions,
   LoadModelOptions,
   PrefillOptions,
   ResponseFormat,

@@ -376,6 +376,23 @@ export const ContinueOptionsSchema = GenerateFieldsSchema.omit({ prompt: true, s
   .transform(withFlags);
 export type ParsedContinueOptions = z.output<typeof ContinueOptionsSchema>;
 
+/** `ctx.infill()`: generate options without a prompt, plus the text around the cursor (src/engine/infill.ts builds the prompt). */
+export const InfillOptionsSchema = GenerateFieldsSchema.omit({ prompt: true, sessionId: true, parentKey: true })
+  .extend({
+    /** The code before the cursor. */
+    prefix: z.string(),
+    /** The code after the cursor. */
+    suffix: z.string(),
+    /** Other files for context (repo-level fill-in-the-middle), before the prefix. */
+    extra: z
+      .array(z.object({ filename: z.string().max(4096).optional(), text: z.string() }).strict())
+      .max(1024)
+      .optional(),
+  })
+  .strict()
+  .transform(withFlags);
+export type InfillOptions = z.input<typeof InfillOptionsSchema>;
+
 export const SessionOptionsSchema = z
   .object({
     /** The session's id (default: a random UUID). */

@@ -212,6 +212,15 @@ Napi::Value Model::VocabInfo(const Napi::CallbackInfo &info) {
   o.Set("addBos", llama_vocab_get_add_bos(v));
   o.Set("addEos", llama_vocab_get_add_eos(v));
   o.Set("addSep", llama_vocab_get_add_sep(v));
+  // Fill-in-the-middle tokens, as llama.cpp found them (GGUF keys or the known token texts).
+  Napi::Object fim = Napi::Object::New(env);
+  fim.Set("prefix", llama_vocab_fim_pre(v));
+  fim.Set("suffix", llama_vocab_fim_suf(v));
+  fim.Set("middle", llama_vocab_fim_mid(v));
+  fim.Set("pad", llama_vocab_fim_pad(v));
+  fim.Set("repo", llama_vocab_fim_rep(v));
+  fim.Set("sep", llama_vocab_fim_sep(v));
+  o.Set("fim", fim);
   // Every end-of-generation token, so JS can tell them apart without a call per token.
   std::vector<int32_t> eog;
   for (int32_t t = 0; t < h->n_vocab; t++) {

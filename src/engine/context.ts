@@ -20,14 +20,18 @@ import {
 import {
   ContinueOptionsSchema,
   GenerateOptionsSchema,
+  InfillOptionsSchema,
   PrefillOptionsSchema,
   SessionOptionsSchema,
   parseOptions,
   type GenerateOptions,
+  type InfillOptions,
+  type ParsedGenerateOptions,
   type PrefillOptions,
   type SessionOptions,
 } from '../options.js';
 import { joinTokens, promptTokens } from './prompt-tokens.js';
+import { fimTokens, infillTokens } from './infill.js';
 import { Session, type SessionContinueOptions, type SessionGenerateOptions, type SessionPort } from './session.js';
 import { SessionPool } from './session-pool.js';
 
@@ -440,6 +444,24 @@ export class Context {
   continue(sessionId: string, tail: string | Int32Array | number[], options: SessionContinueOptions = {}): Generation {
     deprecate('LLAMUX_DEP_CONTINUE', 'ctx.continue(sessionId, ...) is deprecated: use ctx.createSession() and session.continue()');
     return this.#continue(this.#sessionRef(sessionId), tail, options);
+  }
+
+  /**
+   * Fill-in-the-middle for code editors: generates what goes between `prefix` and `suffix`,
+   * prompted with the model's FIM tokens (`model.vocab.fim`; src/engine/infill.ts). `extra`
+   * files go first, as repository context. Every generate option but the prompt applies.
+   * @throws LlamuxError UNSUPPORTED (the vocabulary has no FIM tokens), INVALID_ARGUMENT, DISPOSED, QUEUE_FULL
+   * @example
+   * const r = await ctx.infill({ prefix: 'def add(a, b):\n    ', suffix: '\n\nprint(add(1, 2))', maxTokens: 32 }).result;
+   */
+  infill(options: InfillOptions): Generation {
+    if (this.#disposed) throw this.#gone();
+    const o = applyResponseFormat(parseOptions(InfillOptionsSchema, options, 'infill options'));
+    fimTokens(this.model);
+    const g: ParsedGenerateOptions = { ...o, prompt: '' };
+    const tools = toolFields(g, this.markers, this.model);
+    checkLogitBias(g, this.model.vocab.size);
+    return this.#run(g, () => infillTokens(this.model, o, o.signal), (id, prompt) => generateRequest(id, g, prompt, tools, undefined), undefined);
   }
 
   #continue(session: SessionRef, tail: string | Int32Array | number[], options: SessionContinueOptions): Generation {

@@ -3,24 +3,15 @@
 // families are trained (Qwen2.5-Coder, StarCoder, CodeLlama, DeepSeek-Coder ...). Extra files
 // (repo-level context) go first: with the repo and file-separator tokens where the vocabulary
 // has them (`<|repo_name|>`, `<|file_sep|>`), else as plain text.
-import { z } from 'zod';
 import { LlamuxError } from '../errors.js';
 import type { ModelHandle } from '../model/handle.js';
 
-export const InfillInputSchema = z
-  .object({
-    /** The code before the cursor. */
-    prefix: z.string(),
-    /** The code after the cursor. */
-    suffix: z.string(),
-    /** Other files for context (repo-level FIM), before the prefix. */
-    extra: z
-      .array(z.object({ filename: z.string().max(4096).optional(), text: z.string() }).strict())
-      .max(1024)
-      .optional(),
-  })
-  .strict();
-export type InfillInput = z.input<typeof InfillInputSchema>;
+/** The text around the cursor (InfillOptionsSchema in src/options.ts validates it). */
+export interface InfillInput {
+  prefix: string;
+  suffix: string;
+  extra?: ReadonlyArray<{ filename?: string | undefined; text: string }> | undefined;
+}
 
 /** The model's FIM tokens, or UNSUPPORTED naming what it lacks. */
 export function fimTokens(model: ModelHandle): { prefix: number; suffix: number; middle: number; repo: number; sep: number } {
@@ -37,7 +28,7 @@ export function fimTokens(model: ModelHandle): { prefix: number; suffix: number;
  * Texts are tokenized without parsing special-token text (a file that contains "<|fim_middle|>"
  * stays text). Throws UNSUPPORTED when the model has no FIM tokens.
  */
-export async function infillTokens(model: ModelHandle, input: z.output<typeof InfillInputSchema>, signal?: AbortSignal): Promise<Int32Array> {
+export async function infillTokens(model: ModelHandle, input: InfillInput, signal?: AbortSignal): Promise<Int32Array> {
   const fim = fimTokens(model);
   const text = (s: string) => (s === '' ? Promise.resolve(new Int32Array(0)) : model.tokenizeAsync(s, { addSpecial: false, parseSpecial: false, ...(signal ? { signal } : {}) }));
   const out: number[] = [];

@@ -192,7 +192,7 @@ export class Model implements ModelHandle {
     const n = this.#n();
     if (!this.#vocab) {
       const v: NativeVocabInfo = n.vocabInfo();
-      this.#vocab = Object.freeze({ ...v, eogTokens: Object.freeze(Array.from(v.eogTokens)) });
+      this.#vocab = Object.freeze({ ...v, eogTokens: Object.freeze(Array.from(v.eogTokens)), fim: Object.freeze({ ...v.fim }) });
     }
     return this.#vocab;
   }

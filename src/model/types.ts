@@ -34,6 +34,19 @@ export interface VocabInfo {
   addSep: boolean;
   /** Every token that ends generation. */
   eogTokens: readonly number[];
+  /** Fill-in-the-middle tokens (-1: the vocabulary has none), as llama.cpp found them: `<|fim_prefix|>` ... (Qwen2.5-Coder), `<fim_prefix>` (StarCoder), `<PRE>` (CodeLlama) and the other families'. */
+  fim: FimTokens;
+}
+
+export interface FimTokens {
+  prefix: number;
+  suffix: number;
+  middle: number;
+  pad: number;
+  /** Repository name marker (repo-level FIM: Qwen2.5-Coder's `<|repo_name|>`). */
+  repo: number;
+  /** File separator (repo-level FIM: `<|file_sep|>`). */
+  sep: number;
 }
 
 export interface TokenInfo {

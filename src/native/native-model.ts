@@ -30,6 +30,7 @@ export interface NativeVocabInfo {
   /** The tokenizer adds a separator (BERT: [SEP]). */
   addSep: boolean;
   eogTokens: Int32Array;
+  fim: { prefix: number; suffix: number; middle: number; pad: number; repo: number; sep: number };
 }
 
 export interface NativeMetadata {

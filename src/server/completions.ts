@@ -13,6 +13,7 @@ import type { HandlerOptions } from './openai.js';
 import { fitPrompt } from './overflow.js';
 import { nullable, samplingFields, samplingOptions } from './sampling-fields.js';
 import type { ChatService } from './service.js';
+import { infillTokens } from '../engine/infill.js';
 
 const tokenIds = z.array(z.number().int().min(0));
 
@@ -31,7 +32,8 @@ export const CompletionRequestSchema = z
     /** The k most likely tokens at each position, besides the sampled one's logprob. */
     logprobs: nullable(z.number().int().min(0).max(20)),
     echo: nullable(z.boolean()),
-    suffix: nullable(z.string().max(0, 'suffix (fill-in-the-middle) is not supported by this server')),
+    /** Fill-in-the-middle: the text after the completion (the prompt is the text before it); needs a model with FIM tokens. */
+    suffix: nullable(z.string()),
     response_format: ResponseFormatBody.optional(),
     user: z.string().optional(),
   })
@@ -52,10 +54,12 @@ function generateOptions(b: CompletionRequest): Omit<GenerateOptions, 'prompt'> 
 async function promptTokensOf(service: ChatService, b: CompletionRequest, maxPromptBytes: number, signal: AbortSignal): Promise<{ tokens: Int32Array; text: string }> {
   const p = Array.isArray(b.prompt) && (typeof b.prompt[0] === 'string' || Array.isArray(b.prompt[0])) ? b.prompt[0]! : b.prompt;
   if (typeof p === 'string') {
-    const bytes = Buffer.byteLength(p);
+    const bytes = Buffer.byteLength(p) + Buffer.byteLength(b.suffix ?? '');
     if (bytes > maxPromptBytes) throw new HttpError(413, 'too_large', `The prompt holds ${bytes} bytes of text, over this server's limit of ${maxPromptBytes} (--max-prompt-bytes)`);
+    if (b.suffix != null) return { tokens: await infillTokens(service.model, { prefix: p, suffix: b.suffix }, signal), text: p };
     return { tokens: await service.model.tokenize(p, { addSpecial: true, parseSpecial: false, signal }), text: p };
   }
+  if (b.suffix != null) throw new HttpError(400, 'invalid_request', 'suffix (fill-in-the-middle) needs the prompt as text', 'suffix');
   const ids = p as number[];
   const n = service.model.vocab.size;
   const bad = ids.findIndex((t) => t >= n);

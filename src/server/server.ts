@@ -21,6 +21,7 @@ import { ServerMetrics } from './metrics.js';
 import { PromptPool } from './prompt-pool.js';
 import { ChatService, type ServerLog } from './service.js';
 import { ToolCallStore, type ToolCallStoreLimits } from './store.js';
+import { handleInfill } from './infill.js';
 
 export interface ServerOptions {
   /** A loaded model (the server does not dispose it). Give this or `modelPath`. */
@@ -303,7 +304,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       const path = (req.url ?? '/').split('?')[0]!.replace(/\/+$/, '') || '/';
       const anthropicClient = typeof req.headers['anthropic-version'] === 'string';
       const api: ApiFlavor = path.startsWith('/v1/messages') || (anthropicClient && path.startsWith('/v1/models')) ? 'anthropic' : 'openai';
-      const endpoint = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path)
+      const endpoint = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/completions', '/infill', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path)
         ? path
         : path.startsWith('/v1/models/')
           ? '/v1/models/{id}'
@@ -385,7 +386,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           sendJson(res, 200, { ...modelEntry(anthropicClient), id });
           return;
         }
-        const chat = ['/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path);
+        const chat = ['/v1/chat/completions', '/v1/completions', '/infill', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path);
         if (!chat) throw new HttpError(404, 'not_found', `There is no endpoint ${method} ${path}`);
         allow('POST');
         const ac = new AbortController();
@@ -405,6 +406,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         else if (path === '/v1/completions') await handleCompletions(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
         else if (path === '/tokenize') await handleTokenize(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
         else if (path === '/detokenize') await handleDetokenize(req, res, service, ho);
+        else if (path === '/infill') await handleInfill(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
         else await handleMessages(req, res, service, ho);
       } catch (e) {
         // The client is gone: the close handler logged it once; nothing more to say or send.

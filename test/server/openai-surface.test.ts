@@ -172,7 +172,7 @@ describe('structured output, logprobs and completions on the JSON model', () => 
     expect(ids.choices[0]!.text).toBe(STORY);
   });
 
-  it('/v1/completions answers 400 for suffix, several prompts and tokens outside the vocabulary', async () => {
+  it('/v1/completions answers 400 for suffix on a model without FIM tokens, several prompts and tokens outside the vocabulary', async () => {
     for (const body of [
       { prompt: STORY_PROMPT, suffix: 'end' },
       { prompt: ['a', 'b'] },
