@@ -143,10 +143,13 @@ describe('server abuse', () => {
       expectAnthropicError(await send('/v1/messages', body), 400, 'invalid_request_error');
       expectAnthropicError(await send('/v1/messages/count_tokens', body), 400, 'invalid_request_error');
     }
-    for (const body of ['null', '42', '"a string"', 'true', '[]', '[{"model":"x"}]', deep, '{}']) {
+    for (const body of ['null', '42', '"a string"', 'true', '[]', '[{"model":"x"}]', '{}']) {
       expectOpenAIError(await send('/v1/chat/completions', body), 400, /Invalid request body/);
       expectAnthropicError(await send('/v1/messages', body), 400, 'invalid_request_error', /Invalid request body/);
     }
+    // JSON nested past the bound is refused before anything walks it
+    expectOpenAIError(await send('/v1/chat/completions', deep), 400, /deeper than 256 levels/);
+    expectAnthropicError(await send('/v1/messages', deep), 400, 'invalid_request_error', /deeper than 256 levels/);
     // Bodies that parse but are hostile to what comes after parsing.
     const deepParams = JSON.stringify({ model: 'x', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f', parameters: { a: 0 } } }] }).replace('"a":0', `"a":${deep.slice(0, 40_000)}${deep.slice(-40_000)}`);
     expectOpenAIError(await send('/v1/chat/completions', deepParams), 400);
