@@ -658,6 +658,37 @@ static void ggml_compute_forward_mul_mat_one_chunk(
     ],
   },
   {
+    id: 'det-amx',
+    // Deterministic mode on AMX CPUs (sapphirerapids variant): ggml's AMX matrix multiply takes
+    // a one-row AVX-512 VNNI kernel for one activation row and AMX tiles for more, whose sums run
+    // in another order, so a row's logits changed with the rows decoded beside it (the paths-zoo
+    // determinism sweep failed on qwen35, qwen35moe, lfm2 and gemma4 there). With use_ref every
+    // row takes the one-row kernel.
+    file: 'ggml/src/ggml-cpu/amx/mmq.cpp',
+    edits: [
+      {
+        find: '    if (M == 1) {\n        // MB = 1 and handle 8 tiles in each block\n',
+        replace: '    if (M == 1 || params->use_ref) {\n        // MB = 1 and handle 8 tiles in each block (use_ref: each of the M rows alone)\n',
+      },
+      {
+        find: '        parallel_for_ggml(params, n_batch * NB, [&](int begin, int end) {\n',
+        replace: '        parallel_for_ggml(params, n_batch * M * NB, [&](int begin, int end) {\n',
+      },
+      {
+        find:
+          '                    int batch_idx = i / NB;\n                    int nb = i % NB;\n\n' +
+          '                    int64_t src0_offset = ggml_batch_offset(src0, batch_idx, ne2);\n' +
+          '                    int64_t dst_offset  = ggml_batch_offset(dst,  batch_idx, ne2);\n' +
+          '                    const char * wdata_batch = (const char *)wdata + batch_idx * row_size_A;\n',
+        replace:
+          '                    int batch_idx = i / NB / M;\n                    int m = i / NB % M;\n                    int nb = i % NB;\n\n' +
+          '                    int64_t src0_offset = ggml_batch_offset(src0, batch_idx, ne2);\n' +
+          '                    int64_t dst_offset  = ggml_batch_offset(dst,  batch_idx, ne2) + (int64_t) m * ldc;\n' +
+          '                    const char * wdata_batch = (const char *)wdata + ((int64_t) batch_idx * M + m) * row_size_A;\n',
+      },
+    ],
+  },
+  {
     id: 'vulkan-headers-1.3.239',
     // Debian 12's libvulkan-dev (Vulkan headers 1.3.239) predates VK_EXT_layer_settings (1.3.261),
     // which ggml-vulkan uses only to ask the validation layer (GGML_VULKAN_VALIDATE) for its
