@@ -347,6 +347,19 @@ const GenerateFieldsSchema = SamplingOptionsSchema.extend({
   speculative: z.boolean().default(true),
   /** `progress` events while the prompt is prefilled: one after each prefill chunk (tokens done of the total). */
   progress: z.boolean().default(false),
+  /**
+   * When the sequence is full (context shift). 'stop' (default): a prompt that does not fit
+   * fails with CONTEXT_OVERFLOW and generation ends with finishReason 'length'. 'shift': the
+   * first `nKeep` tokens stay, the oldest half of the rest is dropped and generation goes on;
+   * the remaining KV is moved (fast), so it no longer equals a fresh prefill and no cache serves
+   * it to another request (the request's own session continues on it). Where the memory cannot
+   * move KV (recurrent and hybrid models) it re-prefills instead. 'reprefill': the same window,
+   * recomputed from `nKeep` on (exact, on every model). A prompt longer than the sequence is cut
+   * the same way before it is prefilled. `shiftedTokens` in the result counts what was dropped.
+   */
+  overflow: z.enum(['stop', 'shift', 'reprefill']).default('stop'),
+  /** Tokens a context shift keeps at the start (a leading BOS is kept besides, as llama-server counts n_keep); -1: the whole prompt. */
+  nKeep: z.number().int().min(-1).max(1 << 24).default(0),
   /** Events buffered for a slow consumer before its sequence pauses. */
   highWaterMark: positiveInt.default(256),
 }).strict();

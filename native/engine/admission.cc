@@ -105,7 +105,7 @@ Sequence *Admission::FreeSequence(const std::vector<llama_token> &prompt, const 
   size_t bestCommon = 0;
   for (auto &s : *d_.sequences) {
     if (s.Busy() || s.Pinned()) continue;
-    size_t c = s.scope == scope ? CommonPrefix(s.Tokens(), prompt) : 0;
+    size_t c = s.scope == scope ? std::min(CommonPrefix(s.Tokens(), prompt), s.ExactPrefix()) : 0;
     if (!d_.canTruncate && c < s.Size()) c = s.KeepableAt(c);  // its newest checkpoint at or below c
     if (best == nullptr || c > bestCommon || (c == bestCommon && s.Size() < best->Size())) {
       best = &s;

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cassert>
 
+#include "engine/context_shift.h"
+
 namespace llamux {
 
-Batch::Batch(llama_context *ctx, uint32_t capacity, uint32_t tickBudget)
-    : ctx_(ctx), capacity_(static_cast<int32_t>(capacity)), tickBudget_(tickBudget) {
+Batch::Batch(llama_context *ctx, uint32_t capacity, uint32_t tickBudget, uint32_t sequenceContextSize)
+    : ctx_(ctx), capacity_(static_cast<int32_t>(capacity)), tickBudget_(tickBudget), nCtxSeq_(sequenceContextSize) {
   batch_ = llama_batch_init(capacity_, 0, 1);
 }
 
@@ -43,6 +45,10 @@ static void CheckMirror(const Request &r) {
 }
 
 bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
+  // 0) A full sequence that shifts makes room first (context_shift.h).
+  for (auto &rp : active) {
+    if (ShiftDue(*rp, nCtxSeq_)) ShiftWindow(*rp, nCtxSeq_);
+  }
   for (auto &rp : active) CheckMirror(*rp);
   batch_.n_tokens = 0;
   members_.clear();

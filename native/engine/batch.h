@@ -28,7 +28,7 @@ int32_t GuardedDecode(llama_context *ctx, const llama_batch &b);
 
 class Batch {
  public:
-  Batch(llama_context *ctx, uint32_t capacity, uint32_t tickBudget);
+  Batch(llama_context *ctx, uint32_t capacity, uint32_t tickBudget, uint32_t sequenceContextSize);
   ~Batch();
   Batch(const Batch &) = delete;
   Batch &operator=(const Batch &) = delete;
@@ -63,6 +63,7 @@ class Batch {
   llama_batch batch_{};
   int32_t capacity_;
   uint32_t tickBudget_;
+  size_t nCtxSeq_;
   std::vector<Request *> members_;
   bool drafts_ = false;
 };

@@ -1,5 +1,6 @@
 #include "engine/intake.h"
 
+#include "engine/context_shift.h"
 #include "engine/output.h"
 
 namespace llamux {
@@ -40,6 +41,11 @@ std::unique_ptr<Request> Intake::Accept(std::unique_ptr<RequestParams> params, O
   bool failed = true;
   ErrorCode code = ErrorCode::InvalidArgument;
   r->tokens = std::move(r->p->promptTokens);
+  r->bos = llama_vocab_bos(s_.vocab);
+  if (!r->p->continueSession) {  // a continuation is cut once joined to its session (Sessions::Prepare)
+    r->nPrompt = r->tokens.size();
+    FitPrompt(*r, s_.sequenceContextSize);
+  }
   if (s_.encoderOnly) {
     code = ErrorCode::Unsupported;
     error = "This model is an encoder for embeddings (its context has no KV cache): it cannot generate; use ctx.embed() or ctx.rerank()";

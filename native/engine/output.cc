@@ -254,7 +254,8 @@ Output::Step Output::OnToken(Request &r, llama_token tok, size_t nCtxSeq, Finish
     step = OnOutputToken(r, tok, reason);
   }
   if (step != Step::Continue) return step;
-  if ((r.p->maxTokens >= 0 && r.nGenerated >= r.p->maxTokens) || r.tokens.size() >= nCtxSeq) {
+  // a full sequence ends the generation unless it shifts (Batch::Build, context_shift.h)
+  if ((r.p->maxTokens >= 0 && r.nGenerated >= r.p->maxTokens) || (r.p->overflow == Overflow::Stop && r.tokens.size() >= nCtxSeq)) {
     *reason = FinishReason::Length;
     return Step::Finished;
   }

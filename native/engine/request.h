@@ -30,6 +30,13 @@ struct SessionCommand {
   SessionHandle from = 0;  // Fork: the session copied into RequestParams::session
 };
 
+// What a request does when its sequence is full (engine/context_shift.h).
+enum class Overflow : uint8_t {
+  Stop,       // a prompt that does not fit fails (CONTEXT_OVERFLOW); generation ends (length)
+  Shift,      // keep the first nKeep tokens, drop the oldest half of the rest, go on (KV shift)
+  Reprefill,  // the same window, recomputed from nKeep on (exact; any memory)
+};
+
 // Every field is read from a required key of the JS request (src/native/request.ts builds it
 // complete); the initialisers are neutral zeros, not defaults.
 struct RequestParams {
@@ -53,6 +60,8 @@ struct RequestParams {
   bool prefillOnly = false;       // warm the prompt's KV, generate nothing
   bool speculative = false;       // draft and verify when the context speculates (speculative.h)
   bool progress = false;          // a Progress event after each prefill chunk
+  Overflow overflow = Overflow::Stop;
+  int32_t nKeep = 0;              // tokens a context shift keeps at the start (BOS kept besides); -1: the prompt
   std::unique_ptr<SessionCommand> command;  // set: a session command, not a generation
   bool detectToolCalls = false;   // detect spans when the context has markers
   bool greedyToolSyntax = false;  // sample the wrapper syntax with the greedy chain
@@ -92,6 +101,7 @@ struct FinalStats {
   int32_t checkpoint = -1;  // recurrent/hybrid memory: the checkpoint position restored (-1: none)
   int32_t draftedTokens = 0;   // speculative decoding: draft tokens verified
   int32_t acceptedTokens = 0;  // of which the output kept
+  int32_t shiftedTokens = 0;   // tokens a context shift dropped (prompt and generation)
 };
 
 enum class EventType : uint8_t {

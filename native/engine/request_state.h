@@ -38,6 +38,7 @@ struct Request {
   size_t nPast = 0;                 // tokens[0, nPast) are in the KV (== Seq()->Size() on a sequence)
   size_t nPrompt = 0;
   int32_t nGenerated = 0;
+  llama_token bos = -1;             // the vocabulary's BOS (a context shift keeps it besides nKeep)
 
   Phase phase() const { return phase_; }
   bool Done() const { return phase_ == Phase::Done; }

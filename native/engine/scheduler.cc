@@ -79,7 +79,7 @@ bool Scheduler::Start(std::string *error) {
   cfg_.sequences = llama_n_seq_max(ctx_);
   const uint32_t nCtxSeq = llama_n_ctx_seq(ctx_);
   uint32_t tickBudget = cfg_.prefillChunk > 0 ? std::min(cfg_.prefillChunk, cfg_.batchSize) : cfg_.batchSize;
-  batch_ = std::make_unique<Batch>(ctx_, cfg_.batchSize, tickBudget);
+  batch_ = std::make_unique<Batch>(ctx_, cfg_.batchSize, tickBudget, nCtxSeq);
   const MemoryTraits mem = ProbeMemory(model_, ctx_, cfg_);
   spec_ = std::make_unique<Speculation>(cfg_.spec);
   if (!spec_->Start({model_, ctx_, &pools_, cfg_.contextSize, cfg_.sequences, nCtxSeq, cp.n_threads, cfg_.unifiedKv,

@@ -322,6 +322,15 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->prefillOnly = RequireBool(env, o, "prefillOnly");
   p->speculative = RequireBool(env, o, "speculative");
   p->progress = RequireBool(env, o, "progress");
+  {
+    std::string overflow = RequireString(env, o, "overflow");
+    if (overflow != "stop" && overflow != "shift" && overflow != "reprefill") {
+      ThrowCoded(env, ErrorCode::InvalidArgument, "overflow must be \"stop\", \"shift\" or \"reprefill\"");
+    }
+    p->overflow = overflow == "shift" ? Overflow::Shift : overflow == "reprefill" ? Overflow::Reprefill : Overflow::Stop;
+  }
+  p->nKeep = static_cast<int32_t>(RequireInt(env, o, "nKeep"));
+  if (p->nKeep < -1) ThrowCoded(env, ErrorCode::InvalidArgument, "nKeep must be -1 (the prompt) or a count of tokens");
   Napi::Value expect = o.Get("expectCommitted");
   if (!expect.IsNull()) {
     Napi::Int32Array e = RequireInt32Array(env, o, "expectCommitted");

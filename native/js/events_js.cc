@@ -23,6 +23,7 @@ Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
   if (s.checkpoint >= 0) o.Set("checkpoint", s.checkpoint);
   o.Set("draftedTokens", s.draftedTokens);
   o.Set("acceptedTokens", s.acceptedTokens);
+  o.Set("shiftedTokens", s.shiftedTokens);
   return o;
 }
 

@@ -34,6 +34,8 @@ Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const S
   const std::string &scope = r.p->cacheScope;
   in.liveTokens = target.Size();
   in.liveCommon = target.scope == scope ? CommonPrefix(target.Tokens(), r.tokens) : 0;
+  // A shifted sequence's KV past its exact prefix serves only the session that owns it.
+  if (!pinned) in.liveCommon = std::min(in.liveCommon, target.ExactPrefix());
   if (in.checkpoints) in.liveCommon = target.KeepableAt(keepLimit(in.liveCommon));
   in.target = target.Id();
   if (!d_.prefixCache) return m;
@@ -41,6 +43,7 @@ Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const S
   if (sess != nullptr && sess->sequence < 0 && ram != nullptr) {
     if (CacheEntry *e = ram->FindSession(SessionKey(sess->handle))) {
       m.spilled = e;
+      m.spilledExact = sess->exact;
       in.hasSession = true;
       in.sessionTokens = e->tokens.size();
       in.sessionCommon = inBlob(e->blob, e->tokens.size(), CommonPrefix(e->tokens, r.tokens));
@@ -50,7 +53,7 @@ Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const S
     // A busy sequence's token list is its computed KV (positions below never change).
     for (const auto &s : *d_.sequences) {
       const std::string &owner = s.Busy() ? s.Holder()->p->cacheScope : s.scope;
-      size_t c = owner == scope ? CommonPrefix(s.Tokens(), r.tokens) : 0;
+      size_t c = owner == scope ? std::min(CommonPrefix(s.Tokens(), r.tokens), s.ExactPrefix()) : 0;
       // checkpoints: the whole sequence is copied, then cut back to one of its checkpoints
       if (in.checkpoints && c > 0) c = s.KeepableAt(keepLimit(c));
       in.sequenceCommon.push_back(c);
@@ -115,7 +118,7 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const Measure
         fallBack();
         break;
       }
-      restore(spilled->tokens, spilled->blob);
+      if (restore(spilled->tokens, spilled->blob)) target.MarkShifted(m.spilledExact);
       break;
     }
     case ReuseSource::Shared: {

@@ -33,6 +33,7 @@ class Reuse {
   struct Measured {
     ReuseInputs in;
     CacheEntry *spilled = nullptr;  // the session's state in the RAM tier (in.hasSession)
+    size_t spilledExact = SIZE_MAX;  // its exact prefix (a shifted session, SessionState::exact)
   };
   // No KV changes. `sess`: the request's session (nullptr when none or new); `pinned`: the
   // target is that session's own sequence.

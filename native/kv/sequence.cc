@@ -59,12 +59,37 @@ bool ParseEnvelope(const std::vector<uint8_t> &b, std::vector<EnvelopeEntry> *en
 Sequence::Sequence(llama_context *ctx, int32_t id) : ctx_(ctx), mem_(llama_get_memory(ctx)), id_(id) {
   const llama_model *m = llama_get_model(ctx);
   partial_ = llama_model_is_recurrent(m) || llama_model_is_hybrid(m);
+  canShift_ = mem_ != nullptr && !partial_ && llama_memory_can_shift(mem_);
+}
+
+void Sequence::Reset() {
+  tokens_.clear();
+  ckpts_.clear();
+  exact_ = SIZE_MAX;
+  sharedUpTo_ = 0;
 }
 
 void Sequence::Clear() {
   llama_memory_seq_rm(mem_, id_, -1, -1);
-  tokens_.clear();
-  ckpts_.clear();
+  Reset();
+}
+
+// Called wherever the token list got shorter: a cut at or below the exact prefix leaves only
+// exact KV.
+static void AfterCut(size_t n, size_t *exact, size_t *shared) {
+  if (n <= *exact) *exact = SIZE_MAX;
+  if (n < *shared) *shared = n;
+}
+
+bool Sequence::Shift(size_t keep, size_t discard) {
+  size_t end = keep + discard;
+  if (!canShift_ || discard == 0 || keep == 0 || end > tokens_.size() || sharedUpTo_ > end) return false;
+  if (!llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(keep), static_cast<llama_pos>(end))) return false;
+  llama_memory_seq_add(mem_, id_, static_cast<llama_pos>(end), -1, -static_cast<llama_pos>(discard));
+  tokens_.erase(tokens_.begin() + static_cast<long>(keep), tokens_.begin() + static_cast<long>(end));
+  if (keep < exact_) exact_ = keep;
+  if (sharedUpTo_ > keep) sharedUpTo_ = keep;
+  return true;
 }
 
 void Sequence::DropCheckpointsAbove(size_t n) {
@@ -93,6 +118,7 @@ bool Sequence::RestoreCheckpoint(size_t n) {
     // attention part
     if (got == 0 || !llama_memory_seq_rm(mem_, id_, static_cast<llama_pos>(it->pos), -1)) return false;
     tokens_.resize(it->pos);
+    AfterCut(it->pos, &exact_, &sharedUpTo_);
     DropCheckpointsAbove(it->pos);
     return true;
   }
@@ -115,6 +141,7 @@ size_t Sequence::TruncateTo(size_t n) {
     return 0;
   }
   tokens_.resize(n);
+  AfterCut(n, &exact_, &sharedUpTo_);
   return n;
 }
 
@@ -162,8 +189,14 @@ void Sequence::ShareFrom(const Sequence &src, size_t n) {
     llama_memory_seq_cp(mem_, src.id_, id_, -1, -1);
     tokens_ = src.tokens_;
     ckpts_ = src.ckpts_;
+    exact_ = src.exact_;  // a fork of a shifted sequence is as shifted
+    sharedUpTo_ = tokens_.size();
+    if (src.sharedUpTo_ < sharedUpTo_) src.sharedUpTo_ = sharedUpTo_;
     return;
   }
+  if (n > src.ExactPrefix()) exact_ = src.exact_;
+  sharedUpTo_ = n;
+  if (src.sharedUpTo_ < n) src.sharedUpTo_ = n;
   llama_memory_seq_cp(mem_, src.id_, id_, 0, static_cast<llama_pos>(n));
   tokens_.assign(src.tokens_.begin(), src.tokens_.begin() + static_cast<long>(n));
   for (const auto &c : src.ckpts_) {

@@ -131,6 +131,23 @@ class Sequence {
   // entries looked up before may have been evicted, look them up again.
   bool SaveIfWorth(StateTiers &tiers, size_t kept, Overwrite why) const;
 
+  // ---- context shift (engine/context_shift.h) ---------------------------------------------
+  // Drops positions [keep, keep + discard) and moves the cells after them down by `discard`
+  // (llama.cpp re-rotates their K at the next decode). Their KV then differs from a cold
+  // prefill of the token list (those rows attended to tokens that are gone), so only the first
+  // ExactPrefix() tokens may serve anyone but the request or session that owns the sequence.
+  // False, with nothing changed, when the memory cannot shift (recurrent/hybrid, or llama.cpp
+  // says so) or when cells after the dropped range may be shared with another sequence (a
+  // unified KV tags one cell with several sequences: moving it would move it for them too).
+  bool Shift(size_t keep, size_t discard);
+  // Leading tokens whose KV equals a cold prefill of them (all of them unless it was shifted).
+  size_t ExactPrefix() const { return exact_ < tokens_.size() ? exact_ : tokens_.size(); }
+  bool Shifted() const { return exact_ < tokens_.size(); }
+  // A restored state that had been shifted before it was saved (a session's own spill).
+  void MarkShifted(size_t exact) {
+    if (exact < exact_) exact_ = exact;
+  }
+
   // ---- the request on it -----------------------------------------------------------------
   // The one way a request takes (Attach) or leaves (Detach) a sequence: both sides of the
   // link change together (Request::Seq()).
@@ -170,6 +187,12 @@ class Sequence {
   bool draftRollback_ = false;  // ... except the last decode's draft cells (n_rs_seq snapshots)
   std::vector<Checkpoint> ckpts_;  // ascending pos
   size_t maxCkpts_ = kMaxCheckpoints;
+  bool canShift_ = false;        // llama_memory_can_shift
+  size_t exact_ = SIZE_MAX;      // see ExactPrefix(); SIZE_MAX: never shifted
+  // Cells below this position may be shared with other sequences (ShareFrom, on either side);
+  // an overestimate only costs a shift its fast path.
+  mutable size_t sharedUpTo_ = 0;
+  void Reset();  // the bookkeeping of an empty sequence
 };
 
 }  // namespace llamux

@@ -1,5 +1,7 @@
 #include "kv/sessions.h"
 
+#include "engine/context_shift.h"
+
 #include <chrono>
 
 #include "engine/output.h"
@@ -98,6 +100,8 @@ Placement Sessions::Prepare(Request &r, SessionState **out) {
   full.insert(full.end(), r.tokens.begin(), r.tokens.end());
   r.tokens.swap(full);
   if (r.tokens.empty()) return fail(ErrorCode::InvalidArgument, "Nothing to continue from: the session and the tail are empty");
+  r.nPrompt = r.tokens.size();
+  FitPrompt(r, d_.sequenceContextSize);  // overflow shift/reprefill: the window that fits
   if (r.tokens.size() >= d_.sequenceContextSize) {
     return fail(ErrorCode::ContextOverflow, "The session plus the tail has " + std::to_string(r.tokens.size()) +
                                                 " tokens but a sequence of this context holds " +
@@ -126,6 +130,7 @@ void Sessions::Leave(Request &r, const Sequence &seq, bool committed) {
   sess->busy = false;
   sess->lastUsed = seq.lastUsed;
   if (committed) sess->transcript = r.tokens;  // prompt + generated (EOG excluded)
+  sess->exact = seq.Shifted() ? seq.ExactPrefix() : SIZE_MAX;
   if (sess->endAfter) {
     Forget(sess->handle);  // destroys the state
   }
@@ -169,7 +174,9 @@ void Sessions::Fork(const Request &r, const SessionState &from, Sequence &target
   } else {
     target.Clear();
     double ms = 0;
-    if (CacheEntry *e = ram != nullptr ? ram->FindSession(SessionKey(from.handle)) : nullptr) d_.tiers->Restore(target, e->tokens, e->blob, &ms);
+    if (CacheEntry *e = ram != nullptr ? ram->FindSession(SessionKey(from.handle)) : nullptr) {
+      if (d_.tiers->Restore(target, e->tokens, e->blob, &ms)) target.MarkShifted(from.exact);
+    }
   }
   target.scope = from.scope;
   std::vector<llama_token> transcript = from.transcript;
@@ -179,6 +186,7 @@ void Sessions::Fork(const Request &r, const SessionState &from, Sequence &target
   dst.transcript = std::move(transcript);
   dst.lastUsed = Clock::now();
   dst.ttlMs = p.sessionTtlMs;
+  dst.exact = from.exact;
   table_.Pin(dst, target);
   target.lastUsed = dst.lastUsed;
   d_.output->Emit(Event::SessionDone(p.id));

@@ -35,6 +35,7 @@ struct SessionState {
   bool endAfter = false;  // end() arrived while a request ran: end when it finishes
   int64_t ttlMs = -1;     // idle TTL; -1: the context's default
   std::string scope;      // cache scope of its requests (a fork inherits it)
+  size_t exact = SIZE_MAX;  // its KV's exact prefix after a context shift (Sequence::ExactPrefix)
 };
 
 class SessionTable {

@@ -7,6 +7,7 @@ bool StateTiers::Save(const Sequence &s, const std::string &session) {
   if (!Any() || tokens.empty()) return false;
   if (session.empty() && tokens.size() < 16) return false;
   if (session.empty() && !s.scope.empty()) return false;  // scoped KV never enters the shared prefix tiers
+  if (session.empty() && s.Shifted()) return false;       // its tokens are no longer what its KV computed
   if (!ram_ && !session.empty()) return false;
   if (!ram_) {
     std::vector<uint8_t> blob;
@@ -31,7 +32,7 @@ bool StateTiers::Restore(Sequence &s, const std::vector<llama_token> &tokens, co
 
 void StateTiers::SaveToDisk(const Sequence &s) {
   const std::vector<llama_token> &tokens = s.Tokens();
-  if (!disk_ || !s.scope.empty() || tokens.size() < 16 || disk_->Has(tokens)) return;
+  if (!disk_ || !s.scope.empty() || s.Shifted() || tokens.size() < 16 || disk_->Has(tokens)) return;
   // The copy-out runs on the engine thread: skip it when the write would be dropped anyway.
   if (!disk_->WouldQueue(s.StateSize())) return;
   std::vector<uint8_t> blob;
@@ -41,7 +42,7 @@ void StateTiers::SaveToDisk(const Sequence &s) {
 void StateTiers::SaveAllToDisk(const std::vector<Sequence> &sequences, size_t minTokens) {
   if (!disk_) return;
   for (const auto &s : sequences) {
-    if (s.Size() < minTokens || !s.scope.empty()) continue;
+    if (s.Size() < minTokens || !s.scope.empty() || s.Shifted()) continue;
     std::vector<uint8_t> blob;
     if (s.CopyState(&blob)) disk_->Save(s.Tokens(), std::move(blob));
   }

@@ -70,7 +70,7 @@ void Speculation::Plan(const std::vector<std::unique_ptr<Request>> &active) {
   for (auto &rp : active) {
     Request &r = *rp;
     r.spec.draft.clear();
-    if (!allowed || budget == 0 || !r.p->speculative || !r.Running() || r.Seq() == nullptr || r.nGenerated == 0 ||
+    if (!allowed || budget == 0 || !r.p->speculative || r.spec.off || !r.Running() || r.Seq() == nullptr || r.nGenerated == 0 ||
         r.tokens.size() - r.nPast != 1) {
       continue;
     }

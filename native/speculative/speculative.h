@@ -57,6 +57,7 @@ struct SpecState {
   uint32_t skip = 0;                // ticks left to pause
   bool started = false;             // evidence taken from the context's (the first decision)
   SpecEvidence evidence;            // this request's, seeded from the context's
+  bool off = false;                 // no more drafts (after a context shift the drafters' KV holds old positions)
 };
 
 namespace spec {

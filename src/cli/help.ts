@@ -55,6 +55,8 @@ Options:
       --max-prompt-bytes N  Largest message and tool text per request (default 1048576)
       --overflow POLICY     A prompt longer than a sequence: error (400, the default) or
                             truncate-middle (drop its middle, report usage.truncated_tokens)
+      --context-shift       A generation that fills its sequence keeps the request's n_keep
+                            first tokens, drops the oldest half of the rest and goes on
       --tokenize-timeout MS Stop rendering and tokenizing one request after this (default 10000)
       --tokenize-workers N  Threads that render and tokenize prompts (default 2)
       --max-queued N        Requests waiting for a sequence before 503 (default 1024)

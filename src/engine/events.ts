@@ -109,6 +109,11 @@ export interface GenerateResult {
   /** Prompt tokens decoded for this request: promptTokens - reusedTokens. */
   prefilledTokens: number;
   generatedTokens: number;
+  /**
+   * Tokens dropped by context shifts (`overflow: 'shift' | 'reprefill'`): from a prompt that did
+   * not fit and from the window while generating. 0 when nothing was dropped.
+   */
+  shiftedTokens: number;
   timings: GenerateTimings;
   cache: CacheReport;
 }

@@ -17,6 +17,7 @@ export function finalResult(ev: NativeFinal): Omit<GenerateResult, 'text' | 'tok
     reusedTokens: s.reusedTokens,
     prefilledTokens: s.prefilledTokens,
     generatedTokens: s.generatedTokens,
+    shiftedTokens: s.shiftedTokens ?? 0,
     timings: {
       queuedMs: s.queuedMs,
       ttftMs: s.ttftMs,

@@ -47,6 +47,17 @@ export const POOLING_TYPES = {
 } as const;
 export type PoolingType = (typeof POOLING_TYPES)[keyof typeof POOLING_TYPES];
 
+/** What a request does when its sequence is full (`overflow` of a generation request; engine/context_shift.h). */
+export const OVERFLOW_MODES = {
+  /** A prompt that does not fit fails with CONTEXT_OVERFLOW; generation ends with `length`. */
+  stop: 'stop',
+  /** Keep the first nKeep tokens, drop the oldest half of the rest (KV shift), go on. */
+  shift: 'shift',
+  /** The same window, recomputed from nKeep on (exact; any memory). */
+  reprefill: 'reprefill',
+} as const;
+export type OverflowMode = (typeof OVERFLOW_MODES)[keyof typeof OVERFLOW_MODES];
+
 /** The JS type of each wire type name a key list uses (the readers of native/js/request_js.h). */
 export interface WireTypes {
   number: number;
@@ -94,6 +105,10 @@ export const NATIVE_REQUEST_KEYS = {
   speculative: 'boolean',
   /** A progress event after each prefill chunk. */
   progress: 'boolean',
+  /** What a full sequence does: OVERFLOW_MODES. */
+  overflow: 'string',
+  /** Tokens a context shift keeps at the start (a leading BOS besides); -1: the whole prompt. */
+  nKeep: 'number',
   /** -1: until end of generation or the context end. */
   maxTokens: 'number',
   stop: 'string[]',

@@ -179,7 +179,7 @@ export function applyResponseFormat<T extends ParsedGenerateOptions | ParsedCont
 
 type Sampled = Pick<
   NativeRequest,
-  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'logprobs' | 'greedyToolSyntax' | 'cacheScope' | 'speculative' | 'progress'
+  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'logprobs' | 'greedyToolSyntax' | 'cacheScope' | 'speculative' | 'progress' | 'overflow' | 'nKeep'
   | 'temperature' | 'topK' | 'topP' | 'minP' | 'typicalP' | 'repeatPenalty' | 'frequencyPenalty' | 'presencePenalty' | 'penaltyLastN' | 'seed'
   | 'grammar' | 'grammarRoot' | 'logitBiasTokens' | 'logitBiasValues'
 >;
@@ -203,6 +203,8 @@ function sampledFields(o: ParsedGenerateOptions | ParsedContinueOptions): Sample
     cacheScope: o.cacheScope ?? '',
     speculative: o.speculative,
     progress: o.progress,
+    overflow: o.overflow,
+    nKeep: o.nKeep,
     temperature: o.temperature,
     topK: o.topK,
     topP: o.topP,
@@ -286,6 +288,8 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
     cacheScope,
     speculative: false,
     progress: false,
+    overflow: 'stop',
+    nKeep: 0,
     temperature: 0,
     topK: 0,
     topP: 1,

@@ -21,6 +21,8 @@ export interface NativeStats {
   /** Speculative decoding: draft tokens verified, and how many of them the output kept. */
   draftedTokens: number;
   acceptedTokens: number;
+  /** Tokens a context shift dropped (`overflow`). */
+  shiftedTokens: number;
 }
 
 export interface NativeCacheStats {

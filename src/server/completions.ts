@@ -83,7 +83,7 @@ export async function handleCompletions(req: IncomingMessage, res: ServerRespons
   const fitted = fitPrompt(prompt.tokens, service.context.settings.sequenceContextSize, body.max_tokens ?? undefined, service.overflow);
   const headers: Record<string, string> = {};
   if (fitted.truncatedTokens > 0) headers['x-llamux-truncated-tokens'] = String(fitted.truncatedTokens);
-  const run = { ...options, prompt: fitted.tokens, signal, ...(o.tenant !== undefined ? { cacheScope: `tenant:${o.tenant}` } : {}) };
+  const run = { ...options, ...service.shiftOptions, prompt: fitted.tokens, signal, ...(o.tenant !== undefined ? { cacheScope: `tenant:${o.tenant}` } : {}) };
   service.metrics.inFlight++;
   let gens: Generation[];
   try {

@@ -17,6 +17,8 @@ export const samplingFields = {
   /** llamux: false opts this request out of the server's speculative decoding (--spec). */
   speculative: z.boolean().optional(),
   logit_bias: nullable(z.record(z.string().regex(/^\d+$/), z.number().min(-100).max(100))),
+  /** llama-server's field: tokens a context shift keeps at the start (--context-shift; BOS besides); -1: the prompt. */
+  n_keep: z.number().int().min(-1).max(1 << 24).optional(),
 };
 
 type SamplingBody = { [K in keyof typeof samplingFields]?: z.output<(typeof samplingFields)[K]> };
@@ -34,6 +36,7 @@ export function samplingOptions(b: SamplingBody): Partial<GenerateOptions> {
   // OpenAI seeds are any integer; llama.cpp's are 32-bit
   if (b.seed != null) g.seed = ((b.seed % 2 ** 32) + 2 ** 32) % 2 ** 32;
   if (b.speculative !== undefined) g.speculative = b.speculative;
+  if (b.n_keep !== undefined) g.nKeep = b.n_keep;
   if (b.logit_bias) g.logitBias = Object.fromEntries(Object.entries(b.logit_bias).map(([k, v]) => [k, v <= -100 ? -Infinity : v]));
   return g;
 }

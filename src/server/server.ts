@@ -80,6 +80,13 @@ export interface ServerOptions {
    * `x-llamux-truncated-tokens`).
    */
   overflow?: 'error' | 'truncate-middle';
+  /**
+   * A generation that fills its sequence keeps the first `n_keep` tokens of the request (0 by
+   * default; BOS besides), drops the oldest half of the rest and goes on, instead of ending with
+   * `finish_reason: length` (llama-server's --context-shift). Models whose memory cannot shift
+   * (recurrent, hybrid) recompute the kept window instead. Default false.
+   */
+  contextShift?: boolean;
   /** Rendering and tokenizing one request longer than this is stopped with 413 (default 10 000 ms). */
   tokenizeTimeoutMs?: number;
   /** Worker threads that render and tokenize prompts (default 2). */
@@ -142,6 +149,7 @@ const ServerOptionsSchema = z
     sessionTtlMs: z.number().int().positive().optional(),
     maxPromptBytes: z.number().int().positive().default(1024 * 1024),
     overflow: z.enum(['error', 'truncate-middle']).default('error'),
+    contextShift: z.boolean().default(false),
     tokenizeTimeoutMs: z.number().int().positive().default(10_000),
     tokenizeWorkers: z.number().int().min(1).max(64).default(2),
     log: z.custom<ServerLog>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
@@ -284,7 +292,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       ...(o.overflow === 'error' ? { maxTokens: context.settings.sequenceContextSize - 1 } : {}),
     });
     await prompts.start();
-    const service = new ChatService({ model, context, template, store, metrics, prompts, maxPromptBytes: o.maxPromptBytes, isolateTenants: o.isolateTenants, overflow: o.overflow, log });
+    const service = new ChatService({ model, context, template, store, metrics, prompts, maxPromptBytes: o.maxPromptBytes, isolateTenants: o.isolateTenants, overflow: o.overflow, contextShift: o.contextShift, log });
     const name = o.modelName ?? model.metadata.name ?? basename(model.path).replace(/\.gguf$/i, '');
     const keys = o.apiKey === undefined ? [] : Array.isArray(o.apiKey) ? o.apiKey : [o.apiKey];
     const keyDigests = keys.map(digest);

@@ -118,6 +118,8 @@ export interface ChatServiceOptions {
   isolateTenants?: boolean;
   /** Prompts longer than a sequence: a 400 (default) or cut in the middle (src/server/overflow.ts). */
   overflow?: OverflowPolicy;
+  /** --context-shift: a generation that fills its sequence shifts (overflow 'shift', the request's n_keep) instead of ending with length. */
+  contextShift?: boolean;
   log?: ServerLog;
 }
 
@@ -146,6 +148,8 @@ export class ChatService {
   readonly #maxPromptBytes: number;
   readonly #isolate: boolean;
   readonly overflow: OverflowPolicy;
+  /** The generate options of --context-shift (none without it). */
+  readonly shiftOptions: { overflow?: 'shift' };
   readonly #log: ServerLog;
   /** Ids of stored spans already reported as invalid (each is logged once). */
   readonly #reportedInvalid = new Set<string>();
@@ -164,6 +168,7 @@ export class ChatService {
     this.#maxPromptBytes = o.maxPromptBytes;
     this.#isolate = o.isolateTenants ?? false;
     this.overflow = o.overflow ?? 'error';
+    this.shiftOptions = o.contextShift ? { overflow: 'shift' } : {};
     this.#log = o.log ?? (() => {});
     let longest = 1;
     for (let id = 0; id < o.model.vocab.size; id++) longest = Math.max(longest, o.model.tokenPiece(id, { special: true }).length);
@@ -318,6 +323,7 @@ export class ChatService {
     const detect = req.toolChoice !== 'none' && this.markers !== undefined && declared.size > 0;
     return {
       ...req.generate,
+      ...this.shiftOptions,
       prompt: p.prompt.tokens,
       emitTokenIds: true,
       detectToolCalls: detect,
