@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `llamux`: serve, demo, inspect, bench.
+// `llamux`: serve, run, demo, inspect, doctor, bench, rpc-server.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -15,6 +15,7 @@ import { loadModel, planForFile } from './model/load.js';
 import type { Model } from './model/model.js';
 import type { FitPlan } from './model/fit.js';
 import { printDoctor } from './cli/doctor.js';
+import { run } from './cli/run.js';
 import { systemInfo } from './native/system-info.js';
 import { createServer } from './server/index.js';
 import { defineTool } from './tools/tool.js';
@@ -432,7 +433,7 @@ export async function main(argv: string[]): Promise<void> {
   return run(rest);
 }
 
-const COMMANDS: Record<string, (args: string[]) => Promise<void>> = { serve, 'rpc-server': rpcServer, demo, inspect, bench, doctor };
+const COMMANDS: Record<string, (args: string[]) => Promise<void>> = { serve, run, 'rpc-server': rpcServer, demo, inspect, bench, doctor };
 
 const invokedDirectly = (() => {
   try {

@@ -1,5 +1,6 @@
 // The argument helpers of the `llamux` CLI (src/cli.ts): parsing, typed usage errors, the
 // option values that need more than parseArgs checks.
+import { ProgressLine } from './progress-bar.js';
 import { MARKER_PRESETS, type MarkerOption, type MarkerPresetName } from '../engine/markers.js';
 import { rpcEndpoint } from '../options.js';
 
@@ -22,23 +23,8 @@ export function parseMarkersArg(value: string | undefined): MarkerOption {
 }
 
 export function progressPrinter(label: string, quiet: boolean): { onProgress: (p: number) => void; done: () => void } {
-  const tty = process.stderr.isTTY;
-  let last = -1;
-  return {
-    onProgress: (p: number) => {
-      if (quiet) return;
-      const pct = Math.floor(p * 100);
-      if (tty) {
-        if (pct !== last) process.stderr.write(`\r${label} ${String(pct).padStart(3)}%`);
-      } else if (pct >= last + 25 || (pct === 100 && last !== 100)) {
-        process.stderr.write(`${label} ${pct}%\n`);
-      } else return;
-      last = pct;
-    },
-    done: () => {
-      if (!quiet && tty && last >= 0) process.stderr.write('\n');
-    },
-  };
+  const line = new ProgressLine(label, { quiet });
+  return { onProgress: (p: number) => line.update(p), done: () => line.done() };
 }
 
 /** `--spec ngram|draft|mtp|off`, `--draft-model` and `--spec-draft-max`. */

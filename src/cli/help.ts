@@ -5,6 +5,7 @@ export const MAIN_HELP = `Usage: llamux <command> [options]
 
 Commands:
   serve       Start an OpenAI- and Anthropic-compatible server
+  run         Generate from a prompt (text to stdout, a prefill progress bar on stderr)
   rpc-server  Serve this machine's devices to other llamux processes (ggml RPC)
   demo        Run a two-turn tool-calling agent loop on a scripted model
   inspect     Show a model's metadata and its tool-call markers
@@ -128,3 +129,24 @@ export const BENCH_HELP = `Usage: llamux bench [args]
 
 Runs bench/index.ts of a llamux checkout with tsx (e.g. "llamux bench --quick --suite engine").
 The benchmarks are not part of the published package.`;
+
+export const RUN_HELP = `Usage: llamux run --model PATH [--prompt TEXT | --file PATH | < stdin] [options]
+
+Generates from one prompt: the text streams to stdout; model loading, a prefill progress bar
+(prompts of 256 tokens or more, on a terminal) and the final numbers go to stderr.
+
+Options:
+  -m, --model PATH      GGUF model
+  -p, --prompt TEXT     The prompt (or --file PATH, or text on stdin)
+  -f, --file PATH       Read the prompt from a file
+      --chat            Render the prompt as one user message with the model's chat template
+  -n, --max-tokens N    Stop after N tokens (default: the model's end of generation)
+      --temp T          Temperature (default 0.8; 0 is greedy)
+      --seed N          Sampling seed
+      --ctx N           Context size (default 4096)
+      --threads N       Decode threads
+      --context-shift   When the context is full, drop the oldest half after --n-keep tokens and go on
+      --n-keep N        Tokens a context shift keeps at the start (BOS besides; -1: the prompt)
+      --progress        Draw the progress bar even when stderr is not a terminal
+  -q, --quiet           Only the generated text
+  -h, --help            Show this help`;
