@@ -158,7 +158,7 @@ export class HubClient {
     const rev = encodeURIComponent(revision);
     try {
       const out: RemoteEntry[] = [];
-      let next: string | undefined = `${this.endpoint}/api/models/${repo}/tree/${rev}?recursive=true&expand=false`;
+      let next: string | undefined = `${this.endpoint}/api/models/${repo}/tree/${rev}?recursive=true`;
       while (next) {
         const url: string = next;
         const page = await this.withRetries(`Listing ${repo}`, async () => {

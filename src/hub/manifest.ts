@@ -76,11 +76,16 @@ function alive(pid: number): boolean {
  * Holds `<path>` (created exclusively, the pid inside) while `fn` runs. A lock whose process is
  * gone is taken over; a live one is waited for, polling every 50 ms.
  */
+// Locks this process holds: a lock file with our pid that is not in here was left by an earlier
+// process that had the same pid (containers restart with the same low pids).
+const held = new Set<string>();
+
 export async function withLockFile<T>(path: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
   for (;;) {
     if (signal?.aborted) throw abortError(signal, 'The pull');
     try {
       const fh = await open(path, 'wx');
+      held.add(path);
       await fh.writeFile(String(process.pid));
       await fh.close();
       break;
@@ -88,7 +93,8 @@ export async function withLockFile<T>(path: string, fn: () => Promise<T>, signal
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
       const pid = Number(await readFile(path, 'utf8').catch(() => ''));
       // An empty file is a lock being written this instant: wait for it like a live one.
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !alive(pid)) {
+      const stale = pid === process.pid ? !held.has(path) : !alive(pid);
+      if (Number.isInteger(pid) && pid > 0 && stale) {
         await unlink(path).catch(() => {});
         continue;
       }
@@ -98,6 +104,7 @@ export async function withLockFile<T>(path: string, fn: () => Promise<T>, signal
   try {
     return await fn();
   } finally {
+    held.delete(path);
     await unlink(path).catch(() => {});
   }
 }

@@ -90,7 +90,21 @@ export function modelsDirectory(option?: string): string {
 
 function hubEndpoint(option?: string): string {
   const env = process.env.LLAMUX_HF_ENDPOINT;
+  if (option === undefined && env !== undefined && env !== '' && !httpUrl.safeParse(env).success) {
+    throw new LlamuxError('INVALID_ARGUMENT', `LLAMUX_HF_ENDPOINT must be an http(s) URL, not ${JSON.stringify(env)}`);
+  }
   return (option ?? (env !== undefined && env !== '' ? env : DEFAULT_HF_ENDPOINT)).replace(/\/+$/, '');
+}
+
+/** File-system failures as typed errors: a full disk, a models folder that cannot be written. */
+function typedFsError(e: unknown, dir: string): unknown {
+  if (e instanceof LlamuxError) return e;
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') return new HubError('DISK_FULL', `Disk full in ${dir}: ${(e as Error).message}`, { cause: e });
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS' || code === 'ENOTDIR' || code === 'EEXIST' || code === 'EISDIR') {
+    return new LlamuxError('INVALID_ARGUMENT', `Cannot write the models folder ${dir}: ${(e as Error).message}`, { cause: e });
+  }
+  return e;
 }
 
 /** `dir/rel` when it stays inside `dir` (belt and braces after safeRelativePath). */
@@ -179,7 +193,8 @@ async function planUrl(client: HubClient, url: string, dir: string, o: z.output<
   try {
     head = await client.headFile(url);
   } catch (e) {
-    if (e instanceof HubError && (e.code === 'DOWNLOAD_UNAUTHORIZED' || e.code === 'MODEL_NOT_FOUND' || e.code === 'ABORTED')) throw e;
+    // A server without HEAD is fine (the GET tells the size); a refusal or a 404 is not.
+    if (e instanceof LlamuxError && (e.code === 'DOWNLOAD_UNAUTHORIZED' || e.code === 'MODEL_NOT_FOUND' || e.code === 'ABORTED')) throw e;
   }
   const host = u.port ? `${u.hostname}_${u.port}` : u.hostname;
   return {
@@ -206,6 +221,14 @@ async function planUrl(client: HubClient, url: string, dir: string, o: z.output<
 export async function pull(reference: string, options?: PullOptions): Promise<PulledModel> {
   const o = parseOptions(PullOptionsSchema, options, 'pull() options');
   const dir = modelsDirectory(o.modelsDir);
+  try {
+    return await pullInto(dir, reference, o);
+  } catch (e) {
+    throw typedFsError(e, dir);
+  }
+}
+
+async function pullInto(dir: string, reference: string, o: z.output<typeof PullOptionsSchema>): Promise<PulledModel> {
   const endpointOpt = hubEndpoint(o.endpoint);
   const ref = parseModelReference(reference, endpointOpt);
   const token = o.token ?? process.env.HF_TOKEN;

@@ -365,6 +365,45 @@ describe('pull()', () => {
     expect(sha256(readFileSync(m.path))).toBe(sha256(bytes));
   });
 
+  it('two pulls of one model at once download it once', async () => {
+    const dir = tempDir('pull-twice');
+    const [a, b] = await Promise.all([pull('acme/Big:Q4_0', opts(dir)), pull('acme/Big:q4_0', opts(dir))]);
+    expect(cdnGets(hub)).toHaveLength(1);
+    expect(a.path).toBe(b.path);
+    expect((await listModels({ modelsDir: dir })).map((m) => m.reference)).toEqual(['acme/Big:Q4_0']);
+  });
+
+  it('takes over lock files left by a dead process, or by an earlier process that had this pid', async () => {
+    const dir = tempDir('pull-locks');
+    const { spawnSync } = await import('node:child_process');
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid!;
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    mkdirSync(join(dir, 'hf/acme/Demo-GGUF'), { recursive: true });
+    writeFileSync(join(dir, 'hf/acme/Demo-GGUF/Demo-Q8_0.gguf.lock'), String(dead));
+    writeFileSync(join(dir, 'manifest.json.lock'), String(process.pid));
+    const m = await pull('acme/Demo-GGUF:Q8_0', opts(dir));
+    expect(existsSync(m.path)).toBe(true);
+    expect(filesUnder(dir)).toEqual(['hf/acme/Demo-GGUF/Demo-Q8_0.gguf', 'manifest.json']);
+  });
+
+  it('a models folder that cannot be created is INVALID_ARGUMENT; a bad LLAMUX_HF_ENDPOINT too', async () => {
+    const file = join(tempDir('pull-notdir'), 'a-file');
+    (await import('node:fs')).writeFileSync(file, 'x');
+    const e = await rejection(pull('acme/Demo-GGUF:Q8_0', opts(join(file, 'models'))));
+    expect(e.code).toBe('INVALID_ARGUMENT');
+    expect(e.message).toMatch(/^Cannot write the models folder .*a-file\/models: ENOTDIR/);
+    const prev = process.env.LLAMUX_HF_ENDPOINT;
+    process.env.LLAMUX_HF_ENDPOINT = 'huggingface.co';
+    try {
+      const bad = await rejection(pull('acme/Demo-GGUF', { modelsDir: tempDir('pull-badenv') }));
+      expect(bad.code).toBe('INVALID_ARGUMENT');
+      expect(bad.message).toBe('LLAMUX_HF_ENDPOINT must be an http(s) URL, not "huggingface.co"');
+    } finally {
+      if (prev === undefined) delete process.env.LLAMUX_HF_ENDPOINT;
+      else process.env.LLAMUX_HF_ENDPOINT = prev;
+    }
+  });
+
   it('validates its options', async () => {
     const e = await rejection(pull('acme/Demo-GGUF', { modelsDir: '/tmp/x', retries: -1 } as never));
     expect(e.code).toBe('INVALID_ARGUMENT');
