@@ -102,7 +102,13 @@ export async function downloadFile(client: HubClient, target: DownloadTarget, de
 
   // The hash covers exactly the bytes in the partial file, written and hashed together.
   let hash = createHash('sha256');
-  if (offset > 0) await hashFile(partial, hash, signal);
+  if (offset > 0) {
+    try {
+      await hashFile(partial, hash, signal);
+    } catch (e) {
+      throw signal?.aborted ? abortError(signal, 'The pull') : e;
+    }
+  }
   const fh = await (opts.openFile ?? open)(partial, offset > 0 ? 'r+' : 'w');
   let written = offset;
   let etag: string | undefined = meta.etag;
@@ -158,16 +164,25 @@ export async function downloadFile(client: HubClient, target: DownloadTarget, de
           pending.length = 0;
           pendingBytes = 0;
           let off = 0;
+          let failed: unknown;
           try {
             while (off < buf.length) {
               const { bytesWritten } = await fh.write(buf, off, buf.length - off, written + off);
               off += bytesWritten;
             }
-          } finally {
-            // What reached the file is hashed, and nothing else is in it: a resume continues there.
-            hash.update(buf.subarray(0, off));
-            written += off;
+          } catch (e) {
+            failed = e;
+          }
+          // What reached the file is hashed, and nothing else is in it: a resume continues there.
+          hash.update(buf.subarray(0, off));
+          written += off;
+          if (failed !== undefined) {
             await fh.truncate(written).catch(() => {});
+            // A LlamuxError: the disk is not the network, retrying would not help.
+            if (isDiskFull(failed)) {
+              throw new HubError('DISK_FULL', `Disk full while writing ${target.name} to ${partial} (${written} bytes kept; free space and pull again to resume)`, { cause: failed });
+            }
+            throw new HubError('DOWNLOAD_FAILED', `Cannot write ${partial}: ${(failed as Error).message}`, { cause: failed });
           }
           progressed();
         };
@@ -191,9 +206,6 @@ export async function downloadFile(client: HubClient, target: DownloadTarget, de
   } catch (e) {
     await fh.close().catch(() => {});
     if (signal?.aborted) throw abortError(signal, 'The pull');
-    if (isDiskFull(e) || isDiskFull((e as Error).cause)) {
-      throw new HubError('DISK_FULL', `Disk full while writing ${target.name} to ${partial} (${written} bytes kept; free space and pull again to resume)`, { cause: e });
-    }
     throw e;
   }
 

@@ -332,6 +332,7 @@ describe('pull()', () => {
     expect(statSync(join(dir, 'hf/acme/Big/Big-Q4_0.gguf.partial')).size).toBe(1 << 20);
     expect(readFileSync(join(dir, 'hf/acme/Big/Big-Q4_0.gguf.partial')).equals(Buffer.from(bytes.subarray(0, 1 << 20)))).toBe(true);
     expect(existsSync(join(dir, 'hf/acme/Big/Big-Q4_0.gguf'))).toBe(false);
+    expect(cdnGets(hub)).toHaveLength(1); // a full disk is not retried like the network
     hub.requests.length = 0;
     const m = await pull('acme/Big:Q4_0', opts(dir));
     expect(cdnGets(hub).map((r) => r.range)).toEqual([`bytes=${1 << 20}-`]);
