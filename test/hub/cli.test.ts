@@ -91,6 +91,10 @@ describe('llamux pull / ls / rm', () => {
       return lines.join('\n');
     };
     const failure = (argv: string[]): Promise<Error> => main(argv).then(() => { throw new Error('expected a failure'); }, (e: Error) => e);
+    expect(await out(['pull', '--help'])).toMatch(/^Usage: llamux pull REFERENCE \[options\][\s\S]*HF_TOKEN[\s\S]*--mmproj/);
+    expect(await out(['ls', '-h'])).toMatch(/^Usage: llamux ls/);
+    expect(await out(['rm', '--help'])).toMatch(/^Usage: llamux rm REFERENCE/);
+    expect(await out(['--help'])).toMatch(/\n {2}pull {8}Download a model[\s\S]*\n {2}ls {10}List the pulled models\n {2}rm {10}Remove a pulled model\n/);
     expect((JSON.parse(await out(['ls', '--json', '--models-dir', dir])) as Array<{ reference: string; files: unknown[] }>).map((m) => m.reference)).toEqual(['acme/Demo-GGUF:Q8_0']);
     const empty = tempDir('cli-main-empty');
     expect(await out(['ls', '--models-dir', empty])).toBe(`no models pulled (models folder ${empty})`);
