@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `llamux`: serve, run, demo, inspect, doctor, bench, rpc-server.
+// `llamux`: serve, run, demo, inspect, doctor, bench, rpc-server, pull, ls, rm.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -16,6 +16,7 @@ import type { Model } from './model/model.js';
 import type { FitPlan } from './model/fit.js';
 import { printDoctor } from './cli/doctor.js';
 import { run } from './cli/run.js';
+import { lsCommand, modelArgument, pullCommand, rmCommand } from './cli/models.js';
 import { systemInfo } from './native/system-info.js';
 import { createServer } from './server/index.js';
 import { defineTool } from './tools/tool.js';
@@ -72,7 +73,7 @@ async function serve(args: string[]): Promise<void> {
     console.log(SERVE_HELP);
     return;
   }
-  if (!values.model) throw new UsageError('serve needs --model PATH');
+  if (!values.model) throw new UsageError('serve needs --model PATH (or a model reference)');
   const apiKeys = values['api-key'] ?? (process.env.LLAMUX_API_KEY !== undefined ? [process.env.LLAMUX_API_KEY] : []);
   // An empty key would silently leave the server open: refuse it.
   if (apiKeys.some((k) => k.trim() === '')) throw new UsageError(`${values['api-key'] ? '--api-key' : 'LLAMUX_API_KEY'} must not be empty (leave it out to run without a key)`);
@@ -100,8 +101,10 @@ async function serve(args: string[]): Promise<void> {
   const threads = intArg(values.threads, 'threads', 1);
   const cacheRamMb = intArg(values['cache-ram'], 'cache-ram', 0);
   const maxBodyBytes = intArg(values['max-body'], 'max-body', 1);
+  // A reference (org/repo:QUANT) instead of a path: the pulled model, pulled first if missing.
+  const modelPath = await modelArgument(values.model, values.quiet ?? false);
   const server = await createServer({
-    modelPath: values.model,
+    modelPath,
     ...(values.host !== undefined ? { host: values.host } : {}),
     ...(port !== undefined ? { port } : {}),
     ...(ctx !== undefined ? { ctx } : {}),
@@ -433,7 +436,18 @@ export async function main(argv: string[]): Promise<void> {
   return run(rest);
 }
 
-const COMMANDS: Record<string, (args: string[]) => Promise<void>> = { serve, run, 'rpc-server': rpcServer, demo, inspect, bench, doctor };
+const COMMANDS: Record<string, (args: string[]) => Promise<void>> = {
+  serve,
+  run,
+  'rpc-server': rpcServer,
+  demo,
+  inspect,
+  bench,
+  doctor,
+  pull: pullCommand,
+  ls: lsCommand,
+  rm: rmCommand,
+};
 
 const invokedDirectly = (() => {
   try {

@@ -29,6 +29,10 @@ export type {
 } from './options.js';
 export type { NativeCacheStats as CacheStats } from './native/binding.js';
 
+// ---- pulling models from a hub ----------------------------------------------------------
+export { pull, listModels, removeModel, findModel, modelsDirectory, parseModelReference, HubError, DEFAULT_QUANTS, DEFAULT_HF_ENDPOINT } from './hub/index.js';
+export type { PullOptions, PullProgress, ModelsDirOptions, PulledModel, PulledFile, ModelReference, HubErrorDetails } from './hub/index.js';
+
 // ---- events ------------------------------------------------------------------------------
 export { FinishReason } from './engine/events.js';
 export type {

@@ -25,6 +25,10 @@ namespace llamux {
   X(TranscriptMismatch, "TRANSCRIPT_MISMATCH")         \
   X(Unsupported, "UNSUPPORTED")                        \
   X(RpcUnavailable, "RPC_UNAVAILABLE")                 \
+  X(DownloadFailed, "DOWNLOAD_FAILED")                 \
+  X(DownloadUnauthorized, "DOWNLOAD_UNAUTHORIZED")     \
+  X(ChecksumMismatch, "CHECKSUM_MISMATCH")             \
+  X(DiskFull, "DISK_FULL")                             \
   X(Internal, "INTERNAL")
 
 enum class ErrorCode {

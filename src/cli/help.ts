@@ -10,6 +10,9 @@ Commands:
   demo        Run a two-turn tool-calling agent loop on a scripted model
   inspect     Show a model's metadata and its tool-call markers
   doctor      Show devices, free memory, the CPU variant and the GPU plan for a model
+  pull        Download a model (org/repo:QUANT, org/repo/file.gguf or a URL) once, verified
+  ls          List the pulled models
+  rm          Remove a pulled model
   bench       Run the benchmarks (from a checkout of the repository)
 
 Options:
@@ -18,13 +21,14 @@ Options:
 
 Run "llamux <command> --help" for a command's options.`;
 
-export const SERVE_HELP = `Usage: llamux serve --model PATH [options]
+export const SERVE_HELP = `Usage: llamux serve --model PATH|REFERENCE [options]
 
 Starts a server with POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic),
 GET /v1/models, GET /health and GET /metrics.
 
 Options:
-  -m, --model PATH          GGUF model file (required)
+  -m, --model PATH          GGUF model file, or a reference (org/repo:QUANT ...: the pulled
+                            model, pulled first when missing; see "llamux pull") (required)
       --rpc HOST:PORT,...   Place the model's layers on these "llamux rpc-server" processes
       --host HOST           Address to listen on (default 127.0.0.1)
       --port N              Port (default 8080; 0 picks a free one)
@@ -150,3 +154,46 @@ Options:
       --progress        Draw the progress bar even when stderr is not a terminal
   -q, --quiet           Only the generated text
   -h, --help            Show this help`;
+
+export const PULL_HELP = `Usage: llamux pull REFERENCE [options]
+
+Downloads a model into the models folder once (sha256-verified, resumed after an interruption)
+and prints the path of the file to load. REFERENCE is org/repo:QUANT (case-insensitive, e.g.
+Qwen/Qwen3-0.6B-GGUF:Q8_0), org/repo (its Q4_K_M, or the first of Q4_K_S, UD-Q4_K_XL, Q4_0,
+Q5_K_M, Q6_K, Q8_0, BF16, F16, F32), org/repo/path/file.gguf, or an http(s) URL. Split GGUFs
+come whole. A progress bar is drawn on stderr when it is a terminal.
+
+Environment: HF_TOKEN (sent to the hub only), LLAMUX_HF_ENDPOINT (default https://huggingface.co),
+LLAMUX_MODELS_DIR (default ~/.cache/llamux/models).
+
+Options:
+      --models-dir DIR     The models folder
+      --endpoint URL       The hub (a mirror)
+      --revision REV       Branch, tag or commit (default main)
+      --mmproj             Also pull the repository's vision projector (mmproj*.gguf)
+      --mmproj-file FILE   ... this one
+      --draft              Also pull the repository's draft / MTP model (*-mtp-*.gguf, *-draft*.gguf)
+      --draft-file FILE    ... this one
+      --sha256 HEX         Expected sha256 of a URL download
+      --force              Download again even if present and verified
+  -q, --quiet              No progress
+  -h, --help               Show this help`;
+
+export const LS_HELP = `Usage: llamux ls [options]
+
+Lists the pulled models: name, quant, size (all files) and the path to load.
+
+Options:
+      --models-dir DIR   The models folder (default $LLAMUX_MODELS_DIR or ~/.cache/llamux/models)
+      --json             Print the manifest entries as JSON
+  -h, --help             Show this help`;
+
+export const RM_HELP = `Usage: llamux rm REFERENCE [options]
+
+Removes a pulled model's files (those no other pulled model uses) and its manifest entry.
+REFERENCE as "llamux ls" shows it (org/repo:Q4_K_M, org/repo/file.gguf, a URL); org/repo
+alone removes every quant of it pulled.
+
+Options:
+      --models-dir DIR   The models folder (default $LLAMUX_MODELS_DIR or ~/.cache/llamux/models)
+  -h, --help             Show this help`;

@@ -42,6 +42,7 @@ describe('the public surface', () => {
       'loadModel', 'Model', 'TokenAttribute', 'Context', 'Generation', 'Session', 'LlamuxError', 'isLlamuxError', 'ERROR_CODES',
       'setLogger', 'MARKER_PRESETS', 'detectMarkerPreset', 'tokenizeMarker', 'defineTool', 'askUser', 'halt', 'ok', 'toolError',
       'runToolCalls', 'streamToolCalls', 'ToolCallAccumulator', 'ChatTemplate', 'buildChatPrompt', 'renderChat', 'Agent', 'compileToolGrammar',
+      'pull', 'listModels', 'removeModel', 'findModel', 'HubError',
     ]) {
       expect(llamux, name).toHaveProperty(name);
     }
