@@ -22,6 +22,7 @@ export const ERROR_CODES = [
   'TRANSCRIPT_MISMATCH',
   'UNSUPPORTED',
   'RPC_UNAVAILABLE',
+  'MODEL_TOO_LARGE',
   'INTERNAL',
 ] as const;
 

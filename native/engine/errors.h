@@ -25,6 +25,7 @@ namespace llamux {
   X(TranscriptMismatch, "TRANSCRIPT_MISMATCH")         \
   X(Unsupported, "UNSUPPORTED")                        \
   X(RpcUnavailable, "RPC_UNAVAILABLE")                 \
+  X(ModelTooLarge, "MODEL_TOO_LARGE")                  \
   X(Internal, "INTERNAL")
 
 enum class ErrorCode {
