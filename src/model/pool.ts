@@ -42,8 +42,8 @@ export interface ModelPoolOptions<T = undefined> {
   idleUnloadMs?: number;
   /** loadModel options of every model (an entry's own override them). */
   loadOptions?: Omit<LoadModelOptions, 'onProgress' | 'signal'>;
-  /** Context options of every model (an entry's own override them). */
-  contextOptions?: ContextOptions;
+  /** Context options of every model, or of each by name (an entry's own override them). */
+  contextOptions?: ContextOptions | ((name: string) => ContextOptions);
   /**
    * The memory the fit planner plans the loaded models in: 'auto' (default) the devices'
    * free memory when the pool is created (systemInfo()), `{ devices }` given figures (the CPU
@@ -136,7 +136,7 @@ const OptionsSchema = z
     maxLoaded: z.number().int().min(0).default(4),
     idleUnloadMs: z.number().int().positive().optional(),
     loadOptions: z.record(z.string(), z.unknown()).default({}),
-    contextOptions: z.record(z.string(), z.unknown()).default({}),
+    contextOptions: z.union([z.record(z.string(), z.unknown()), z.custom<(name: string) => ContextOptions>((v) => typeof v === 'function', { message: 'expected an object or a function' })]).default({}),
     memory: z
       .union([
         z.literal('auto'),
@@ -191,10 +191,11 @@ export class ModelPool<T = undefined> extends EventEmitter<ModelPoolEvents> {
   readonly #maxLoaded: number;
   readonly #idleMs: number | undefined;
   readonly #loadOptions: Record<string, unknown>;
-  readonly #contextOptions: Record<string, unknown>;
+  readonly #contextOptions: Record<string, unknown> | ((name: string) => ContextOptions);
   readonly #budget: FitDevice[] | undefined;
   readonly #attach: ((l: PooledModel) => T | Promise<T>) | undefined;
-  readonly #detach: ((v: T, l: PooledModel) => void | Promise<void>) | undefined;
+  // `unknown`, not T: a pool of any T is then a ModelPool<unknown> (T only comes out of the pool).
+  readonly #detach: ((v: unknown, l: PooledModel) => void | Promise<void>) | undefined;
   /** Admissions run one at a time, so two loads never count the same free memory. */
   #admission: Promise<void> = Promise.resolve();
   /** Wakes whoever waits for a lease to be released or a model to change state. */
@@ -211,7 +212,7 @@ export class ModelPool<T = undefined> extends EventEmitter<ModelPoolEvents> {
     this.#contextOptions = o.contextOptions;
     this.#budget = o.memory === false ? undefined : o.memory === 'auto' ? systemInfo().devices.map((d) => ({ ...d })) : o.memory.devices;
     this.#attach = o.attach as ((l: PooledModel) => T | Promise<T>) | undefined;
-    this.#detach = o.detach as ((v: T, l: PooledModel) => void | Promise<void>) | undefined;
+    this.#detach = o.detach as ((v: unknown, l: PooledModel) => void | Promise<void>) | undefined;
     for (const entry of resolvePoolSource(options.models)) {
       this.#slots.set(entry.name, { entry, state: 'unloaded', progress: 0, leases: 0, pending: 0, reserved: false, lastUsed: 0, lastUse: 0 });
     }
@@ -365,6 +366,11 @@ export class ModelPool<T = undefined> extends EventEmitter<ModelPoolEvents> {
     };
   }
 
+  #contextOptionsOf(slot: Slot<T>): ContextOptions {
+    const base = typeof this.#contextOptions === 'function' ? this.#contextOptions(slot.entry.name) : this.#contextOptions;
+    return { ...base, ...slot.entry.contextOptions } as ContextOptions;
+  }
+
   #touch(slot: Slot<T>): void {
     slot.lastUsed = Date.now();
     slot.lastUse = ++this.#uses;
@@ -410,7 +416,7 @@ export class ModelPool<T = undefined> extends EventEmitter<ModelPoolEvents> {
     try {
       await this.#admit(slot, ac.signal);
       const loadOptions = { ...this.#loadOptions, ...slot.entry.loadOptions } as LoadModelOptions;
-      const contextOptions = { ...this.#contextOptions, ...slot.entry.contextOptions } as ContextOptions;
+      const contextOptions = this.#contextOptionsOf(slot);
       model = await loadModel(slot.entry.path, {
         ...loadOptions,
         // gpuLayers 'auto' plans for the context this pool creates.
@@ -421,7 +427,11 @@ export class ModelPool<T = undefined> extends EventEmitter<ModelPoolEvents> {
           this.emit('progress', { name, progress: p });
         },
       });
-      context = await model.createContext(contextOptions);
+      // gpuLayers 'auto' may have planned a smaller context to keep every layer on the GPU.
+      const planned = model.fit?.contextSize;
+      context = await model.createContext(
+        planned !== undefined && contextOptions.contextSize !== undefined && planned < contextOptions.contextSize ? { ...contextOptions, contextSize: planned } : contextOptions,
+      );
       const attached = this.#attach ? await this.#attach({ name, model, context, entry: slot.entry }) : (undefined as T);
       if (ac.signal.aborted) throw ac.signal.reason;
       slot.loaded = { model, context, attached };
@@ -458,7 +468,7 @@ export class ModelPool<T = undefined> extends EventEmitter<ModelPoolEvents> {
   async #admitNow(slot: Slot<T>, signal: AbortSignal): Promise<void> {
     const budget = this.#budget;
     const sizes = budget ? await modelSizes(slot.entry.files) : undefined;
-    const contextOptions = { ...this.#contextOptions, ...slot.entry.contextOptions } as ContextOptions;
+    const contextOptions = this.#contextOptionsOf(slot);
     const request = { contextSize: contextOptions.contextSize ?? 4096, sequences: contextOptions.sequences ?? 1 };
     const alone = budget && sizes ? planFit(sizes, budget, request) : undefined;
     if (alone && budget && !hostFits(alone, budget)) {
