@@ -439,6 +439,8 @@ export class ModelPool<T = undefined> extends EventEmitter<ModelPoolEvents> {
       this.#touch(slot);
       this.#setState(slot, 'loaded');
       this.emit('loaded', { name, ms: performance.now() - started });
+      // Every acquire that waited may have given up (aborted): the idle clock starts now.
+      this.#idleCheck(slot);
     } catch (e) {
       await context?.dispose().catch(() => {});
       await model?.dispose().catch(() => {});

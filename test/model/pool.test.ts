@@ -280,6 +280,23 @@ describe('ModelPool', () => {
     await expect(pool.acquire('alpha')).rejects.toMatchObject({ code: 'DISPOSED' });
   });
 
+  it('a model whose every waiter gave up during its load still unloads when idle', async () => {
+    const pool = new ModelPool({ models: folder.dir, contextOptions: CONTEXT, memory: false, idleUnloadMs: 100 });
+    const events = unloads(pool);
+    try {
+      const ac = new AbortController();
+      const loaded = new Promise((r) => pool.once('loaded', r));
+      const waiting = pool.acquire('gamma', { signal: ac.signal });
+      ac.abort();
+      await expect(waiting).rejects.toMatchObject({ code: 'ABORTED' });
+      await loaded;
+      await sleep(500);
+      expect(events).toEqual([['gamma', 'idle']]);
+    } finally {
+      await pool.close();
+    }
+  });
+
   describe('the fit planner and the memory budget', () => {
     /** Host bytes the fit planner expects `name` to need on a CPU-only machine at the test's context. */
     async function need(name: string): Promise<number> {
