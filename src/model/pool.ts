@@ -273,7 +273,8 @@ export class ModelPool<T = undefined> extends EventEmitter<ModelPoolEvents> {
         if (this.#closing) throw new LlamuxError('DISPOSED', 'The model pool is closed');
         if (slot.state === 'loaded') return this.#lease(slot);
         if (slot.state === 'unloaded') slot.loading = this.#load(slot);
-        await abortable(slot.state === 'loading' ? slot.loading! : slot.unloading!, signal, what);
+        // (A 'loading' listener that acquires runs before `slot.loading` is set: it waits a tick.)
+        await abortable((slot.state === 'loading' ? slot.loading : slot.unloading) ?? Promise.resolve(), signal, what);
       }
     } catch (e) {
       if (this.#closing && !(isLlamuxError(e, 'ABORTED') && signal?.aborted)) throw new LlamuxError('DISPOSED', 'The model pool is closed', { cause: e });

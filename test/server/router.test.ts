@@ -1,7 +1,8 @@
 // The server's router mode (issue 38): several models in one server, picked by each request's
 // `model`, loaded on demand, /v1/models with their states, POST /models/load and /models/unload,
 // LRU and idle unloads, pinned models, typed errors in each API's shape.
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -224,7 +225,8 @@ describe('router mode: idle unload, pinned models, the memory budget', () => {
   it('a JSON config pins a model: loaded at start, never unloaded by the LRU or idle', async () => {
     const config = join(folder.dir, 'models.json');
     writeFileSync(config, JSON.stringify({ main: { path: 'alpha.gguf', pinned: true }, second: { path: 'beta.gguf' }, third: { path: 'gamma.gguf' } }));
-    const server = await createServer({ ...BASE, models: config, modelsMax: 2, sleepIdleSeconds: 0.2 });
+    const state = mkdtempSync(join(tmpdir(), 'llamux-router-state-'));
+    const server = await createServer({ ...BASE, models: config, modelsMax: 2, sleepIdleSeconds: 0.2, storePath: join(state, 'calls.sqlite'), cacheDir: join(state, 'kv') });
     try {
       const list = await models(server);
       expect(list.main).toMatchObject({ pinned: true, status: { value: 'loaded' } });
@@ -236,8 +238,13 @@ describe('router mode: idle unload, pinned models, the memory budget', () => {
       expect(await stateOf(server, 'third')).toBe('unloaded');
       expect(await stateOf(server, 'main')).toBe('loaded');
       expect(await answer(server, 'main')).toBe(answerOf('alpha'));
+      // Each model's tool-call store and disk tier are its own.
+      const stores = readdirSync(state).filter((f) => f.endsWith('.sqlite')).sort();
+      expect(stores).toEqual([expect.stringMatching(/^calls-main-[0-9a-f]{8}\.sqlite$/), expect.stringMatching(/^calls-second-[0-9a-f]{8}\.sqlite$/), expect.stringMatching(/^calls-third-[0-9a-f]{8}\.sqlite$/)]);
+      expect(readdirSync(join(state, 'kv')).sort()).toEqual([expect.stringMatching(/^main-/), expect.stringMatching(/^second-/), expect.stringMatching(/^third-/)]);
     } finally {
       await server.close();
+      rmSync(state, { recursive: true, force: true });
     }
   });
 
