@@ -155,14 +155,16 @@ describe('router mode (createServer({ models }))', () => {
     let loads = 0;
     const count = () => loads++;
     server.pool!.on('loading', count);
-    const seen: string[] = [];
+    const seen: ModelRow['status'][] = [];
     const poll = setInterval(() => {
-      void models(server).then((m) => seen.push(m.beta!.status.value), () => {});
+      void models(server).then((m) => seen.push(m.beta!.status), () => {});
     }, 5);
     try {
       const texts = await Promise.all([answer(server, 'beta'), answer(server, 'beta'), answer(server, 'beta')]);
       expect(texts).toEqual(Array(3).fill(answerOf('beta')));
       expect(loads).toBe(1);
+      // The load was visible in /v1/models meanwhile, with its progress.
+      expect(seen.some((st) => st.value === 'loading' && typeof st.progress === 'number' && st.progress >= 0 && st.progress <= 1)).toBe(true);
     } finally {
       clearInterval(poll);
       server.pool!.off('loading', count);
