@@ -36,6 +36,9 @@ function parse<T extends NonNullable<ParseArgsConfig['options']>>(args: string[]
 async function serve(args: string[]): Promise<void> {
   const { values } = parse(args, {
     model: { type: 'string', short: 'm' },
+    models: { type: 'string' },
+    'models-max': { type: 'string' },
+    'sleep-idle-seconds': { type: 'string' },
     host: { type: 'string' },
     port: { type: 'string' },
     ctx: { type: 'string' },
@@ -73,7 +76,10 @@ async function serve(args: string[]): Promise<void> {
     console.log(SERVE_HELP);
     return;
   }
-  if (!values.model) throw new UsageError('serve needs --model PATH (or a model reference)');
+  if ((values.model === undefined) === (values.models === undefined)) throw new UsageError('serve needs --model PATH (or a model reference) or --models DIR|FILE (one of them)');
+  if (values.models === undefined && (values['models-max'] !== undefined || values['sleep-idle-seconds'] !== undefined)) {
+    throw new UsageError('--models-max and --sleep-idle-seconds apply to --models');
+  }
   const apiKeys = values['api-key'] ?? (process.env.LLAMUX_API_KEY !== undefined ? [process.env.LLAMUX_API_KEY] : []);
   // An empty key would silently leave the server open: refuse it.
   if (apiKeys.some((k) => k.trim() === '')) throw new UsageError(`${values['api-key'] ? '--api-key' : 'LLAMUX_API_KEY'} must not be empty (leave it out to run without a key)`);
@@ -101,10 +107,14 @@ async function serve(args: string[]): Promise<void> {
   const threads = intArg(values.threads, 'threads', 1);
   const cacheRamMb = intArg(values['cache-ram'], 'cache-ram', 0);
   const maxBodyBytes = intArg(values['max-body'], 'max-body', 1);
-  // A reference (org/repo:QUANT) instead of a path: the pulled model, pulled first if missing.
-  const modelPath = await modelArgument(values.model, values.quiet ?? false);
+  const modelsMax = intArg(values['models-max'], 'models-max', 0);
+  const sleepIdle = values['sleep-idle-seconds'];
+  if (sleepIdle !== undefined && !(/^\d+(\.\d+)?$/.test(sleepIdle) && Number(sleepIdle) > 0)) throw new UsageError(`--sleep-idle-seconds expects a number of seconds > 0, got "${sleepIdle}"`);
+  // --model: a path, or a reference (org/repo:QUANT): the pulled model, pulled first if missing.
   const server = await createServer({
-    modelPath,
+    ...(values.models !== undefined
+      ? { models: values.models, ...(modelsMax !== undefined ? { modelsMax } : {}), ...(sleepIdle !== undefined ? { sleepIdleSeconds: Number(sleepIdle) } : {}) }
+      : { modelPath: await modelArgument(values.model!, values.quiet ?? false) }),
     ...(values.host !== undefined ? { host: values.host } : {}),
     ...(port !== undefined ? { port } : {}),
     ...(ctx !== undefined ? { ctx } : {}),
@@ -125,19 +135,31 @@ async function serve(args: string[]): Promise<void> {
     ...(values['chat-template'] !== undefined ? { chatTemplate: readFileSync(values['chat-template'], 'utf8') } : {}),
     ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
     ...(values.rpc !== undefined ? { rpcServers: parseRpcList(values.rpc) } : {}),
-    onProgress: progress.onProgress,
+    // Router mode logs each model's load (the server's log) instead of a progress line.
+    ...(values.models === undefined ? { onProgress: progress.onProgress } : {}),
   });
   progress.done();
-  const m = server.context.markers;
-  const markers = m ? (m.preset ?? `${server.model.detokenize(m.start, { special: true })},${server.model.detokenize(m.end, { special: true })}`) : 'none';
-  console.log(
-    [
-      `llamux listening on ${server.url}`,
-      ...(server.model.rpc ? [`  layers on RPC servers ${server.model.rpc.servers.join(', ')}`] : []),
-      `  model ${server.model.path}, context ${server.context.settings.contextSize} tokens, ${server.context.settings.sequences} parallel, markers ${markers}${apiKey !== undefined ? ', API key required' : ''}${values['isolate-tenants'] ? ', tenants isolated' : ''}`,
-      `  OpenAI: ${server.url}/v1   Anthropic: ${server.url}`,
-    ].join('\n'),
-  );
+  if (server.pool) {
+    const pinned = server.pool.status().filter((s) => s.pinned).map((s) => s.name);
+    console.log(
+      [
+        `llamux listening on ${server.url} (router mode)`,
+        `  models ${server.pool.names.join(', ')}${pinned.length ? ` (pinned, loaded: ${pinned.join(', ')})` : ''}; loaded on request, at most ${modelsMax ?? 4}${modelsMax === 0 ? ' (no limit)' : ''} at once${sleepIdle !== undefined ? `, unloaded after ${sleepIdle} s idle` : ''}${apiKey !== undefined ? ', API key required' : ''}`,
+        `  OpenAI: ${server.url}/v1   Anthropic: ${server.url}`,
+      ].join('\n'),
+    );
+  } else {
+    const m = server.context.markers;
+    const markers = m ? (m.preset ?? `${server.model.detokenize(m.start, { special: true })},${server.model.detokenize(m.end, { special: true })}`) : 'none';
+    console.log(
+      [
+        `llamux listening on ${server.url}`,
+        ...(server.model.rpc ? [`  layers on RPC servers ${server.model.rpc.servers.join(', ')}`] : []),
+        `  model ${server.model.path}, context ${server.context.settings.contextSize} tokens, ${server.context.settings.sequences} parallel, markers ${markers}${apiKey !== undefined ? ', API key required' : ''}${values['isolate-tenants'] ? ', tenants isolated' : ''}`,
+        `  OpenAI: ${server.url}/v1   Anthropic: ${server.url}`,
+      ].join('\n'),
+    );
+  }
   // SIGTERM / Ctrl-C: stop within 5 s whatever is running. close() answers or aborts the
   // requests in flight and stops the prompt workers (their tokenizer calls stop between bounded
   // pieces); should it still be busy after 4.5 s, or at a second signal, the process is killed.

@@ -26,6 +26,7 @@ export const ERROR_CODES = [
   'DOWNLOAD_UNAUTHORIZED',
   'CHECKSUM_MISMATCH',
   'DISK_FULL',
+  'MODEL_TOO_LARGE',
   'INTERNAL',
 ] as const;
 

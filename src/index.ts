@@ -6,6 +6,8 @@
 // ---- models, contexts, sessions --------------------------------------------------------
 export { Model, TokenAttribute } from './model/model.js';
 export { loadModel, planForFile } from './model/load.js';
+export { ModelPool, ModelLoadError } from './model/pool.js';
+export type { ModelLease, ModelPoolEntry, ModelPoolEvents, ModelPoolOptions, PooledModel, PooledModelState, PooledModelStatus, UnloadReason } from './model/pool.js';
 export type { ModelMetadata, TokenInfo, VocabInfo } from './model/model.js';
 export type { FimTokens } from './model/types.js';
 export { Context, Generation } from './engine/context.js';

@@ -29,6 +29,7 @@ namespace llamux {
   X(DownloadUnauthorized, "DOWNLOAD_UNAUTHORIZED")     \
   X(ChecksumMismatch, "CHECKSUM_MISMATCH")             \
   X(DiskFull, "DISK_FULL")                             \
+  X(ModelTooLarge, "MODEL_TOO_LARGE")                  \
   X(Internal, "INTERNAL")
 
 enum class ErrorCode {

@@ -22,13 +22,23 @@ Options:
 Run "llamux <command> --help" for a command's options.`;
 
 export const SERVE_HELP = `Usage: llamux serve --model PATH|REFERENCE [options]
+       llamux serve --models DIR|FILE [options]
 
 Starts a server with POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic),
-GET /v1/models, GET /health and GET /metrics.
+GET /v1/models, GET /health and GET /metrics. With --models (router mode) each request's
+"model" picks one of several models, loaded on demand; POST /models/load and /models/unload
+load and unload one, and GET /v1/models shows each model's state.
 
 Options:
   -m, --model PATH          GGUF model file, or a reference (org/repo:QUANT ...: the pulled
-                            model, pulled first when missing; see "llamux pull") (required)
+                            model, pulled first when missing; see "llamux pull") (this or --models)
+      --models DIR|FILE     Router mode: a folder of GGUF models (named by file stem; split
+                            files and subfolders as one model) or a JSON config
+                            {"name": {"path", "pinned", "contextOptions", "loadOptions"}}
+      --models-max N        Router mode: models loaded at once; the least recently used idle
+                            one unloads for another (default 4; 0: no limit)
+      --sleep-idle-seconds S  Router mode: unload a model unused for S seconds (pinned ones
+                            never; default: never)
       --rpc HOST:PORT,...   Place the model's layers on these "llamux rpc-server" processes
       --host HOST           Address to listen on (default 127.0.0.1)
       --port N              Port (default 8080; 0 picks a free one)

@@ -208,6 +208,8 @@ export async function handleCompletions(req: IncomingMessage, res: ServerRespons
 
 const TokenizeRequestSchema = z
   .object({
+    /** The model whose vocabulary is used (a router picks it by this name; ignored by a single-model server). */
+    model: z.string().max(256).optional(),
     content: z.string(),
     /** Add BOS etc. (default false, as llama-server). */
     add_special: z.boolean().optional(),
@@ -218,7 +220,7 @@ const TokenizeRequestSchema = z
   })
   .strict();
 
-const DetokenizeRequestSchema = z.object({ tokens: z.array(z.number().int().min(0)) }).strict();
+const DetokenizeRequestSchema = z.object({ model: z.string().max(256).optional(), tokens: z.array(z.number().int().min(0)) }).strict();
 
 /** POST /tokenize (llama-server's shape): `{ tokens }`. */
 export async function handleTokenize(req: IncomingMessage, res: ServerResponse, service: ChatService, o: HandlerOptions & { maxPromptBytes: number }): Promise<void> {

@@ -26,6 +26,8 @@ export class HttpError extends Error {
   readonly param?: string;
   /** Seconds a client should wait before retrying (sent as `Retry-After` on 429 and 503/529). */
   retryAfter?: number;
+  /** The OpenAI error `code` when the kind's default does not say enough (e.g. `model_not_found`). */
+  apiCode?: string;
   constructor(status: number, kind: HttpErrorKind, message: string, param?: string) {
     super(message);
     this.status = status;
@@ -104,7 +106,7 @@ export function errorBody(api: ApiFlavor, err: HttpError): { status: number; bod
     return { status, body: { type: 'error', error: { type, message: err.message } } };
   }
   const type = err.kind === 'server' || err.kind === 'overloaded' ? 'server_error' : 'invalid_request_error';
-  const code = {
+  const code = err.apiCode ?? {
     invalid_request: null,
     context_length: 'context_length_exceeded',
     authentication: 'invalid_api_key',
@@ -151,12 +153,23 @@ export function isJsonContentType(value: string | undefined): boolean {
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** Requests whose connection must close after the response (their body was not read). */
 const closeAfterResponse = new WeakSet<IncomingMessage>();
+/** Each request's body, read once: the router reads `model` before the endpoint reads the rest. */
+const bodies = new WeakMap<IncomingMessage, Promise<unknown>>();
 
 /**
- * Reads a JSON body of at most `limit` bytes.
+ * Reads a JSON body of at most `limit` bytes (once per request: later calls get the same result).
  * @throws HttpError 413 (too large), 400 (not JSON), 415 (not JSON content)
  */
-export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+export function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+  let body = bodies.get(req);
+  if (!body) {
+    body = readJsonOnce(req, limit);
+    bodies.set(req, body);
+  }
+  return body;
+}
+
+async function readJsonOnce(req: IncomingMessage, limit: number): Promise<unknown> {
   if (!isJsonContentType(req.headers['content-type'])) {
     // A browser can send a cross-origin "simple" request (text/plain, form data) without a
     // preflight; it can never send application/json that way.

@@ -4,12 +4,11 @@ import { createServer as createHttpServer, type IncomingMessage, type ServerResp
 import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
 import { z } from 'zod';
-import { markerTexts } from '../chat/prompt.js';
-import { ChatTemplate } from '../chat/template.js';
 import type { Context } from '../engine/context.js';
 import { MarkerOptionSchema, type MarkerOption } from '../engine/markers.js';
 import { Model } from '../model/model.js';
 import { loadModel } from '../model/load.js';
+import type { ModelPool, ModelPoolEntry, ModelPoolOptions } from '../model/pool.js';
 import { LlamuxError } from '../errors.js';
 import { parseOptions, rpcEndpoint, SpeculativeOptionsSchema, type SpeculativeOptions } from '../options.js';
 import { handleChatCompletions, type HandlerOptions } from './openai.js';
@@ -18,16 +17,30 @@ import { handleCountTokens, handleMessages } from './anthropic.js';
 import { handleCompletions, handleDetokenize, handleTokenize } from './completions.js';
 import { HttpError, ServerClosingError, sendError, sendJson, shutdownError, toHttpError, type ApiFlavor } from './http.js';
 import { ServerMetrics } from './metrics.js';
-import { PromptPool } from './prompt-pool.js';
-import { ChatService, type ServerLog } from './service.js';
-import { ToolCallStore, type ToolCallStoreLimits } from './store.js';
+import type { PromptPool } from './prompt-pool.js';
+import type { ServerLog } from './service.js';
+import type { ToolCallStore, ToolCallStoreLimits } from './store.js';
 import { handleInfill } from './infill.js';
+import { createModelService, serviceContextOptions, type ModelService } from './model-service.js';
+import { createPoolRouter, singleModelRouter, type ModelRouter } from './router.js';
 
 export interface ServerOptions {
-  /** A loaded model (the server does not dispose it). Give this or `modelPath`. */
+  /** A loaded model (the server does not dispose it). Give this, `modelPath` or `models`. */
   model?: Model;
   /** A GGUF file to load (the server owns and disposes it). */
   modelPath?: string;
+  /**
+   * Router mode: several models, each request's `model` picks one (loaded on demand): a folder
+   * of GGUF files (named by file stem), a JSON config file, or a config object (name →
+   * `{ path, pinned, contextOptions, loadOptions, chatTemplate }`); see ModelPool.
+   */
+  models?: string | Record<string, ModelPoolEntry>;
+  /** Router mode: models loaded at once; the least recently used idle one unloads for another (default 4; 0: no limit). */
+  modelsMax?: number;
+  /** Router mode: an unpinned model unused this long unloads (default: never). */
+  sleepIdleSeconds?: number;
+  /** Router mode: the memory the fit planner fits the loaded models in (ModelPoolOptions.memory; default 'auto'). */
+  modelsMemory?: ModelPoolOptions['memory'];
   /** Default '127.0.0.1'. */
   host?: string;
   /** Default 8080; 0 picks a free port. */
@@ -117,7 +130,7 @@ export interface ServerOptions {
   chatTemplate?: string;
   /** The name /v1/models lists (default: the GGUF's general.name, else the file name). */
   modelName?: string;
-  /** Model loading progress (0..1), when the server loads `modelPath`. */
+  /** Model loading progress (0..1), when the server loads `modelPath` (router mode: any model). */
   onProgress?: (progress: number) => void;
   /** `host:port` of `llamux rpc-server` processes that hold the layers of `modelPath`
    * (see loadModel's `rpcServers`). */
@@ -128,6 +141,10 @@ const ServerOptionsSchema = z
   .object({
     model: z.custom<Model>((v) => v instanceof Model, { message: 'expected a Model' }).optional(),
     modelPath: z.string().min(1).optional(),
+    models: z.union([z.string().min(1), z.record(z.string(), z.custom<ModelPoolEntry>((v) => typeof v === 'object' && v !== null, { message: 'expected a model entry' }))]).optional(),
+    modelsMax: z.number().int().min(0).optional(),
+    sleepIdleSeconds: z.number().positive().optional(),
+    modelsMemory: z.custom<ModelPoolOptions['memory']>((v) => v === 'auto' || v === false || (typeof v === 'object' && v !== null), { message: "expected 'auto', false or { devices }" }).optional(),
     host: z.string().min(1).default('127.0.0.1'),
     port: z.number().int().min(0).max(65535).default(8080),
     ctx: z.number().int().min(64).default(8192),
@@ -168,17 +185,29 @@ const ServerOptionsSchema = z
     rpcServers: z.array(rpcEndpoint).min(1).max(16).optional(),
   })
   .strict()
-  .refine((o) => (o.model === undefined) !== (o.modelPath === undefined), { message: 'give exactly one of "model" and "modelPath"' });
+  .refine((o) => [o.model, o.modelPath, o.models].filter((v) => v !== undefined).length === 1, { message: 'give exactly one of "model", "modelPath" and "models"' })
+  .refine((o) => o.models !== undefined || (o.modelsMax === undefined && o.sleepIdleSeconds === undefined && o.modelsMemory === undefined), {
+    message: '"modelsMax", "sleepIdleSeconds" and "modelsMemory" apply to router mode ("models")',
+  })
+  .refine((o) => o.models === undefined || (o.modelName === undefined && o.draftModelPath === undefined && o.speculative !== 'draft'), {
+    message: 'router mode ("models") takes no "modelName" (models are named by the folder or config) and no draft model',
+  });
+type ParsedServerOptions = z.output<typeof ServerOptionsSchema>;
 
 export interface LlamuxServer {
   /** e.g. 'http://127.0.0.1:8080' */
   readonly url: string;
   readonly host: string;
   readonly port: number;
+  /** The model (router mode has none: reading it throws UNSUPPORTED; see `pool`). */
   readonly model: Model;
+  /** The context (router mode: throws UNSUPPORTED). */
   readonly context: Context;
   readonly metrics: ServerMetrics;
+  /** The tool-call store (router mode: throws UNSUPPORTED; each model has its own). */
   readonly store: ToolCallStore;
+  /** Router mode: the models, their states, loads and unloads. */
+  readonly pool?: ModelPool<unknown>;
   /** @internal The prompt workers (their stop latencies and counters). */
   readonly prompts: PromptPool;
   /** Stops listening, ends running requests, frees the context (and the model when the server loaded it). Idempotent. */
@@ -223,12 +252,80 @@ function hostAllowList(allowed: readonly string[], listenHost: string, port: num
   return names;
 }
 
+/** The model, context and service of a single-model server. */
+interface SingleModel {
+  readonly model: Model;
+  readonly context: Context;
+  readonly built: ModelService;
+  readonly name: string;
+  close(): Promise<void>;
+}
+
+/** The speculative options of the server's `speculative` (a draft model given apart). */
+function speculativeOf(o: ParsedServerOptions, draftModel?: Model): SpeculativeOptions | undefined {
+  return o.speculative === 'draft'
+    ? { mode: 'draft', model: draftModel! }
+    : o.speculative === 'ngram' || o.speculative === 'mtp'
+      ? { mode: o.speculative }
+      : o.speculative || undefined;
+}
+
+/** Loads (or takes) the one model of a single-model server and builds its context and service. */
+async function openSingleModel(o: ParsedServerOptions, shared: { metrics: ServerMetrics; log: ServerLog }): Promise<SingleModel> {
+  const owned = o.model === undefined;
+  const model = o.model ?? (await loadModel(o.modelPath!, {
+    ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+    ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
+    fit: { contextSize: o.ctx, sequences: o.parallel },
+    ...(o.speculative === 'mtp' || (typeof o.speculative === 'object' && o.speculative.mode === 'mtp') ? { mtp: true } : {}),
+  }));
+  let context: Context | undefined;
+  let draftModel: Model | undefined;
+  try {
+    if ((o.speculative === 'draft') !== (o.draftModelPath !== undefined)) {
+      throw new LlamuxError('INVALID_ARGUMENT', "speculative 'draft' needs draftModelPath, and draftModelPath needs speculative 'draft'");
+    }
+    if (o.draftModelPath !== undefined) draftModel = await loadModel(o.draftModelPath);
+    context = await model.createContext({
+      // gpuLayers 'auto' may shrink the context (not below 4096) to keep every layer on the GPU.
+      contextSize: owned ? (model.fit?.contextSize ?? o.ctx) : o.ctx,
+      ...serviceContextOptions(o, speculativeOf(o, draftModel)),
+    });
+    const built = await createModelService(model, context, o, shared);
+    const ctx = context;
+    const draft = draftModel;
+    return {
+      model,
+      context: ctx,
+      built,
+      name: o.modelName ?? model.metadata.name ?? basename(model.path).replace(/\.gguf$/i, ''),
+      async close() {
+        await built.close();
+        await ctx.dispose();
+        if (owned) await model.dispose();
+        await draft?.dispose();
+      },
+    };
+  } catch (e) {
+    await context?.dispose();
+    if (owned) await model.dispose();
+    await draftModel?.dispose();
+    throw e;
+  }
+}
+
+/** What a router-mode server has no single one of. */
+function routerHasNo(what: string): never {
+  throw new LlamuxError('UNSUPPORTED', `A server in router mode ("models") has no single ${what}: use server.pool`);
+}
+
 /**
  * Starts an OpenAI- and Anthropic-compatible server.
  *
  * Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`,
  * `POST /tokenize`, `POST /detokenize`, `POST /v1/messages`, `POST /v1/messages/count_tokens`,
- * `POST /v1/embeddings`, `POST /v1/rerank`, `GET /metrics`.
+ * `POST /v1/embeddings`, `POST /v1/rerank`, `GET /metrics`; router mode (`models`) also
+ * `GET /models`, `POST /models/load`, `POST /models/unload`.
  *
  * @throws LlamuxError INVALID_ARGUMENT (options), MODEL_NOT_FOUND / MODEL_INVALID (modelPath),
  *   CONTEXT_CREATE_FAILED; a listen error (EADDRINUSE, ...) rejects as is
@@ -238,62 +335,19 @@ function hostAllowList(allowed: readonly string[], listenHost: string, port: num
  */
 export async function createServer(options: ServerOptions): Promise<LlamuxServer> {
   const o = parseOptions(ServerOptionsSchema, options, 'server options');
-  const owned = o.model === undefined;
-  const model = o.model ?? (await loadModel(o.modelPath!, {
-    ...(o.onProgress ? { onProgress: o.onProgress } : {}),
-    ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
-    fit: { contextSize: o.ctx, sequences: o.parallel },
-    ...(o.speculative === 'mtp' || (typeof o.speculative === 'object' && o.speculative.mode === 'mtp') ? { mtp: true } : {}),
-  }));
-  let context: Context | undefined;
-  let store: ToolCallStore | undefined;
-  let prompts: PromptPool | undefined;
-  let draftModel: Model | undefined;
+  const metrics = new ServerMetrics();
+  const log: ServerLog = o.log ?? ((level, message) => process.stderr.write(`llamux ${level}: ${message}\n`));
+  const started = Math.floor(Date.now() / 1000);
+  let single: SingleModel | undefined;
+  let router: ModelRouter | undefined;
   try {
-    if ((o.speculative === 'draft') !== (o.draftModelPath !== undefined)) {
-      throw new LlamuxError('INVALID_ARGUMENT', "speculative 'draft' needs draftModelPath, and draftModelPath needs speculative 'draft'");
+    if (o.models !== undefined) {
+      router = await createPoolRouter({ ...o, models: o.models, speculative: speculativeOf(o) }, { metrics, log }, started);
+    } else {
+      single = await openSingleModel(o, { metrics, log });
+      router = singleModelRouter(single.name, single.model, single.context, single.built.service, started);
     }
-    if (o.draftModelPath !== undefined) draftModel = await loadModel(o.draftModelPath);
-    const speculative: SpeculativeOptions | undefined =
-      o.speculative === 'draft'
-        ? { mode: 'draft', model: draftModel! }
-        : o.speculative === 'ngram' || o.speculative === 'mtp'
-          ? { mode: o.speculative }
-          : o.speculative || undefined;
-    context = await model.createContext({
-      // gpuLayers 'auto' may shrink the context (not below 4096) to keep every layer on the GPU.
-      contextSize: owned ? (model.fit?.contextSize ?? o.ctx) : o.ctx,
-      sequences: o.parallel,
-      toolCallMarkers: o.markers,
-      ...(o.maxQueued !== undefined ? { maxQueued: o.maxQueued } : {}),
-      ...(o.sessionTtlMs !== undefined ? { sessionTtlMs: o.sessionTtlMs } : {}),
-      ...(o.threads !== undefined ? { threads: o.threads, batchThreads: o.threads } : {}),
-      ...(o.batchSize !== undefined ? { batchSize: o.batchSize, microBatchSize: o.batchSize } : {}),
-      ...(o.cacheRamMb !== undefined ? { cacheRamMb: o.cacheRamMb } : {}),
-      ...(o.cacheDir !== undefined ? { cacheDir: o.cacheDir } : {}),
-      ...(o.deterministic ? { deterministic: true } : {}),
-      ...(speculative ? { speculative } : {}),
-    });
-    store = new ToolCallStore(o.storePath ?? ':memory:', o.storeLimits ?? {});
-    const template = ChatTemplate.fromModel(model, o.chatTemplate);
-    const metrics = new ServerMetrics();
-    const log: ServerLog = o.log ?? ((level, message) => process.stderr.write(`llamux ${level}: ${message}\n`));
-    const markerText = markerTexts(context);
-    prompts = new PromptPool({
-      modelPath: model.path,
-      templateSource: template.source,
-      bosToken: template.bosToken,
-      eosToken: template.eosToken,
-      ...(markerText ? { markers: markerText } : {}),
-      size: o.tokenizeWorkers,
-      timeoutMs: o.tokenizeTimeoutMs,
-      // A prompt must be shorter than a sequence: tokenizing stops once it cannot be (unless
-      // it is to be cut in the middle: --max-prompt-bytes bounds it then).
-      ...(o.overflow === 'error' ? { maxTokens: context.settings.sequenceContextSize - 1 } : {}),
-    });
-    await prompts.start();
-    const service = new ChatService({ model, context, template, store, metrics, prompts, maxPromptBytes: o.maxPromptBytes, isolateTenants: o.isolateTenants, overflow: o.overflow, contextShift: o.contextShift, log });
-    const name = o.modelName ?? model.metadata.name ?? basename(model.path).replace(/\.gguf$/i, '');
+    const models = router;
     const keys = o.apiKey === undefined ? [] : Array.isArray(o.apiKey) ? o.apiKey : [o.apiKey];
     const keyDigests = keys.map(digest);
     // A tenant named by a key is a digest of it: stable across restarts (the store keeps it), never the key itself.
@@ -301,18 +355,12 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     let allowedHosts: Set<string> | undefined;
     const controllers = new Set<AbortController>();
     let closingServer = false;
-    const started = Math.floor(Date.now() / 1000);
-
-    const modelEntry = (anthropic: boolean) =>
-      anthropic
-        ? { type: 'model', id: name, display_name: name, created_at: new Date(started * 1000).toISOString() }
-        : { id: name, object: 'model', created: started, owned_by: 'llamux' };
 
     const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
       const path = (req.url ?? '/').split('?')[0]!.replace(/\/+$/, '') || '/';
       const anthropicClient = typeof req.headers['anthropic-version'] === 'string';
       const api: ApiFlavor = path.startsWith('/v1/messages') || (anthropicClient && path.startsWith('/v1/models')) ? 'anthropic' : 'openai';
-      const endpoint = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/completions', '/infill', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path)
+      const endpoint = ['/health', '/metrics', '/v1/models', '/v1/chat/completions', '/v1/completions', '/infill', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens', '/models', '/models/load', '/models/unload'].includes(path) || isEmbeddingPath(path)
         ? path
         : path.startsWith('/v1/models/')
           ? '/v1/models/{id}'
@@ -332,23 +380,8 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         }
         if (path === '/health') {
           allow('GET');
-          // An RPC server holding the model's layers died: this instance cannot answer any
-          // more (a balancer should route elsewhere); restart it once the server is back.
-          const failed = model.rpc?.failed;
-          if (failed !== undefined) {
-            sendJson(res, 503, { status: 'error', model: name, error: { code: 'RPC_UNAVAILABLE', message: failed } });
-            return;
-          }
-          const c = context!.cacheStats();
-          sendJson(res, 200, {
-            status: 'ok',
-            model: name,
-            contextSize: context!.settings.contextSize,
-            parallel: context!.settings.sequences,
-            pendingRequests: context!.pendingRequests,
-            sessions: c.sessions,
-            cache: { ramBytes: c.ramBytes, ramEntries: c.ramEntries, diskBytes: c.diskBytes, diskEntries: c.diskEntries },
-          });
+          const h = models.health();
+          sendJson(res, h.status, h.body);
           return;
         }
         const keyIndex = keyDigests.length ? matchKey(req, keyDigests) : -1;
@@ -371,29 +404,28 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         }
         if (path === '/metrics') {
           allow('GET');
-          const text = metrics.render(context!.cacheStats());
+          const text = metrics.render(models.cacheStats());
           res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': String(Buffer.byteLength(text)) });
           res.end(text);
           return;
         }
         if (path === '/v1/models') {
           allow('GET');
-          const entry = modelEntry(anthropicClient);
-          sendJson(res, 200, anthropicClient ? { data: [entry], has_more: false, first_id: name, last_id: name } : { object: 'list', data: [entry] });
+          sendJson(res, 200, models.list(anthropicClient));
           return;
         }
         if (path.startsWith('/v1/models/')) {
           allow('GET');
-          // Any model name is served by the loaded model.
           let id: string;
           try {
             id = decodeURIComponent(path.slice('/v1/models/'.length));
           } catch {
             throw new HttpError(400, 'invalid_request', 'The model id in the path is not valid percent-encoding');
           }
-          sendJson(res, 200, { ...modelEntry(anthropicClient), id });
+          sendJson(res, 200, models.entry(id, anthropicClient));
           return;
         }
+        if (await models.admin(path, method, req, res, o.maxBodyBytes)) return;
         const chat = ['/v1/chat/completions', '/v1/completions', '/infill', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path);
         if (!chat) throw new HttpError(404, 'not_found', `There is no endpoint ${method} ${path}`);
         allow('POST');
@@ -408,14 +440,21 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           controllers.delete(ac);
         });
         const ho: HandlerOptions = { maxBodyBytes: o.maxBodyBytes, signal: ac.signal, sendTimeoutMs: o.sendTimeoutMs, ...(tenant !== undefined ? { tenant } : {}) };
-        if (isEmbeddingPath(path)) await handleEmbeddingEndpoint(path, req, res, { context: context!, maxBodyBytes: o.maxBodyBytes, signal: ac.signal }, name);
-        else if (path === '/v1/messages/count_tokens') await handleCountTokens(req, res, service, ho);
-        else if (path === '/v1/chat/completions') await handleChatCompletions(req, res, service, ho);
-        else if (path === '/v1/completions') await handleCompletions(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
-        else if (path === '/tokenize') await handleTokenize(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
-        else if (path === '/detokenize') await handleDetokenize(req, res, service, ho);
-        else if (path === '/infill') await handleInfill(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
-        else await handleMessages(req, res, service, ho);
+        // The request's model (router mode: its `model`, loaded if needed), held until its response ends.
+        const target = await models.target(req, o.maxBodyBytes, ac.signal);
+        const { service, context, name } = target;
+        try {
+          if (isEmbeddingPath(path)) await handleEmbeddingEndpoint(path, req, res, { context, maxBodyBytes: o.maxBodyBytes, signal: ac.signal }, name);
+          else if (path === '/v1/messages/count_tokens') await handleCountTokens(req, res, service, ho);
+          else if (path === '/v1/chat/completions') await handleChatCompletions(req, res, service, ho);
+          else if (path === '/v1/completions') await handleCompletions(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
+          else if (path === '/tokenize') await handleTokenize(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
+          else if (path === '/detokenize') await handleDetokenize(req, res, service, ho);
+          else if (path === '/infill') await handleInfill(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
+          else await handleMessages(req, res, service, ho);
+        } finally {
+          target.release();
+        }
       } catch (e) {
         // The client is gone: the close handler logged it once; nothing more to say or send.
         if (res.destroyed || (res.writableEnded && !res.writableFinished)) return;
@@ -450,18 +489,25 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     allowedHosts = hostAllowList(o.allowedHosts, o.host, addr.port);
     const hostForUrl = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
     let closing: Promise<void> | undefined;
-    const ctx = context;
-    const st = store;
-    const pool = prompts;
+    const one = single;
     return {
       url: `http://${hostForUrl}:${addr.port}`,
       host: addr.address,
       port: addr.port,
-      model,
-      context: ctx,
+      get model() {
+        return one?.model ?? routerHasNo('model');
+      },
+      get context() {
+        return one?.context ?? routerHasNo('context');
+      },
       metrics,
-      store: st,
-      prompts: pool,
+      get store() {
+        return one?.built.store ?? routerHasNo('tool-call store');
+      },
+      get prompts() {
+        return one?.built.prompts ?? routerHasNo('prompt pool');
+      },
+      ...(models.pool ? { pool: models.pool as ModelPool<unknown> } : {}),
       close(): Promise<void> {
         closing ??= (async () => {
           closingServer = true;
@@ -470,21 +516,15 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           http.closeIdleConnections();
           setTimeout(() => http.closeAllConnections(), 1000).unref();
           await done;
-          await pool.close();
-          await ctx.dispose();
-          st.close();
-          if (owned) await model.dispose();
-          await draftModel?.dispose();
+          await models.close();
+          await one?.close();
         })();
         return closing;
       },
     };
   } catch (e) {
-    await prompts?.close();
-    await context?.dispose();
-    store?.close();
-    if (owned) await model.dispose();
-    await draftModel?.dispose();
+    await router?.close();
+    await single?.close();
     throw e;
   }
 }

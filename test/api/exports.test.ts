@@ -41,7 +41,7 @@ describe('the public surface', () => {
     for (const name of [
       'loadModel', 'Model', 'TokenAttribute', 'Context', 'Generation', 'Session', 'LlamuxError', 'isLlamuxError', 'ERROR_CODES',
       'setLogger', 'MARKER_PRESETS', 'detectMarkerPreset', 'tokenizeMarker', 'defineTool', 'askUser', 'halt', 'ok', 'toolError',
-      'runToolCalls', 'streamToolCalls', 'ToolCallAccumulator', 'ChatTemplate', 'buildChatPrompt', 'renderChat', 'Agent', 'compileToolGrammar',
+      'runToolCalls', 'streamToolCalls', 'ToolCallAccumulator', 'ChatTemplate', 'buildChatPrompt', 'renderChat', 'Agent', 'compileToolGrammar', 'ModelPool',
       'pull', 'listModels', 'removeModel', 'findModel', 'HubError',
     ]) {
       expect(llamux, name).toHaveProperty(name);

@@ -6,6 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parseMarkersArg, parseRpcList } from '../../src/cli.js';
 import { projectRoot, tempDir } from '../helpers/paths.js';
 import { ensureChatModels, OPENAI_TOOLS, QUESTION, weatherTurn2 } from '../server/fixtures.js';
+import { POOL_QUESTION, answerOf, poolFolder } from '../helpers/pool-models.js';
 
 /** `llamux serve ...args` in a child process; resolves with its URL once it listens. */
 function serve(args: string[]): Promise<{ url: string; child: ReturnType<typeof spawn>; stdout: () => string; stderr: () => string }> {
@@ -180,6 +181,33 @@ describe('llamux CLI', () => {
       child.kill('SIGTERM');
     });
     expect(code).toBe(0);
+  });
+
+  it('serve --models DIR --models-max --sleep-idle-seconds: router mode, the request\'s model answers', async () => {
+    const folder = await poolFolder(['alpha', 'beta']);
+    const refusals = Promise.all([cli(['serve', '--model', 'x', '--models', 'y']), cli(['serve', '--model', 'x', '--models-max', '2'])]);
+    const { url, child, stdout } = await serve(['--models', folder.dir, '--models-max', '1', '--sleep-idle-seconds', '60', '--port', '0', '--threads', '1', '--parallel', '1', '--tokenize-workers', '1']);
+    try {
+      expect(stdout()).toContain('(router mode)');
+      expect(stdout()).toContain('models alpha, beta; loaded on request, at most 1 at once, unloaded after 60 s idle');
+      const r = await fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'beta', messages: [{ role: 'user', content: POOL_QUESTION }], temperature: 0, max_tokens: 32 }),
+      });
+      expect(((await r.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content).toBe(answerOf('beta'));
+      const list = (await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string; status: { value: string } }> };
+      expect(list.data.map((m) => [m.id, m.status.value])).toEqual([['alpha', 'unloaded'], ['beta', 'loaded']]);
+    } finally {
+      await new Promise((resolve) => {
+        child.on('close', resolve);
+        child.kill('SIGTERM');
+      });
+      folder.remove();
+    }
+    const [both, stray] = await refusals;
+    expect(both.stderr).toMatch(/serve needs --model PATH or --models DIR\|FILE \(one of them\)/);
+    expect(stray.stderr).toMatch(/--models-max and --sleep-idle-seconds apply to --models/);
   });
 });
 

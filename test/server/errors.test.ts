@@ -142,7 +142,7 @@ describe('request validation, API keys and limits', () => {
   });
 
   it('validates its own options', async () => {
-    await expect(createServer({ port: 0 })).rejects.toThrow(/give exactly one of "model" and "modelPath"/);
+    await expect(createServer({ port: 0 })).rejects.toThrow(/give exactly one of "model", "modelPath" and "models"/);
     await expect(createServer({ model, modelPath: 'x.gguf' })).rejects.toThrow(/give exactly one/);
     await expect(createServer({ model, port: 70000 })).rejects.toThrow(/"port"/);
     await expect(createServer({ model, bogus: 1 } as never)).rejects.toThrow(/unknown option "bogus"/);
