@@ -21,6 +21,8 @@ import { ServerMetrics } from './metrics.js';
 import { PromptPool } from './prompt-pool.js';
 import { ChatService, type ServerLog } from './service.js';
 import { ToolCallStore, type ToolCallStoreLimits } from './store.js';
+import { ResponseStore, type ResponseStoreLimits } from './response-store.js';
+import { handleResponsesEndpoint, isResponsesPath, responsesEndpoint } from './responses.js';
 import { handleInfill } from './infill.js';
 
 export interface ServerOptions {
@@ -104,6 +106,8 @@ export interface ServerOptions {
   storePath?: string;
   /** Bounds of the tool-call store. */
   storeLimits?: ToolCallStoreLimits;
+  /** Bounds of the stored responses (/v1/responses), kept in the same file as the tool-call store. */
+  responseStoreLimits?: ResponseStoreLimits;
   /** Largest accepted request body (default 4 MiB). */
   maxBodyBytes?: number;
   /** A Jinja chat template that replaces the model's own. */
@@ -153,6 +157,10 @@ const ServerOptionsSchema = z
       .object({ maxRows: z.number().int().positive().optional(), maxBytes: z.number().int().positive().optional(), maxAgeMs: z.number().int().positive().optional() })
       .strict()
       .optional(),
+    responseStoreLimits: z
+      .object({ maxRows: z.number().int().positive().optional(), maxBytes: z.number().int().positive().optional(), maxAgeMs: z.number().int().positive().optional() })
+      .strict()
+      .optional(),
     maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
     chatTemplate: z.string().min(1).optional(),
     modelName: z.string().min(1).optional(),
@@ -171,6 +179,8 @@ export interface LlamuxServer {
   readonly context: Context;
   readonly metrics: ServerMetrics;
   readonly store: ToolCallStore;
+  /** Stored responses of /v1/responses. */
+  readonly responses: ResponseStore;
   /** @internal The prompt workers (their stop latencies and counters). */
   readonly prompts: PromptPool;
   /** Stops listening, ends running requests, frees the context (and the model when the server loaded it). Idempotent. */
@@ -239,6 +249,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
   }));
   let context: Context | undefined;
   let store: ToolCallStore | undefined;
+  let responses: ResponseStore | undefined;
   let prompts: PromptPool | undefined;
   let draftModel: Model | undefined;
   try {
@@ -267,6 +278,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       ...(speculative ? { speculative } : {}),
     });
     store = new ToolCallStore(o.storePath ?? ':memory:', o.storeLimits ?? {});
+    responses = new ResponseStore(o.storePath ?? ':memory:', o.responseStoreLimits ?? {});
     const template = ChatTemplate.fromModel(model, o.chatTemplate);
     const metrics = new ServerMetrics();
     const log: ServerLog = o.log ?? ((level, message) => process.stderr.write(`llamux ${level}: ${message}\n`));
@@ -308,7 +320,9 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         ? path
         : path.startsWith('/v1/models/')
           ? '/v1/models/{id}'
-          : 'other';
+          : isResponsesPath(path)
+            ? responsesEndpoint(path)
+            : 'other';
       // Counted once the response is done or the connection is gone: 499 when the client left first.
       res.once('close', () => metrics.requests.inc({ endpoint, status: res.writableFinished ? String(res.statusCode) : '499' }));
       const method = req.method ?? 'GET';
@@ -386,9 +400,10 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           sendJson(res, 200, { ...modelEntry(anthropicClient), id });
           return;
         }
-        const chat = ['/v1/chat/completions', '/v1/completions', '/infill', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path);
+        const responsesApi = isResponsesPath(path);
+        const chat = ['/v1/chat/completions', '/v1/completions', '/infill', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path) || responsesApi;
         if (!chat) throw new HttpError(404, 'not_found', `There is no endpoint ${method} ${path}`);
-        allow('POST');
+        if (!responsesApi) allow('POST');
         const ac = new AbortController();
         controllers.add(ac);
         res.on('close', () => {
@@ -400,7 +415,8 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           controllers.delete(ac);
         });
         const ho: HandlerOptions = { maxBodyBytes: o.maxBodyBytes, signal: ac.signal, sendTimeoutMs: o.sendTimeoutMs, ...(tenant !== undefined ? { tenant } : {}) };
-        if (isEmbeddingPath(path)) await handleEmbeddingEndpoint(path, req, res, { context: context!, maxBodyBytes: o.maxBodyBytes, signal: ac.signal }, name);
+        if (responsesApi) await handleResponsesEndpoint(path, method, req, res, service, { ...ho, store: responses!, log });
+        else if (isEmbeddingPath(path)) await handleEmbeddingEndpoint(path, req, res, { context: context!, maxBodyBytes: o.maxBodyBytes, signal: ac.signal }, name);
         else if (path === '/v1/messages/count_tokens') await handleCountTokens(req, res, service, ho);
         else if (path === '/v1/chat/completions') await handleChatCompletions(req, res, service, ho);
         else if (path === '/v1/completions') await handleCompletions(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
@@ -444,6 +460,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     let closing: Promise<void> | undefined;
     const ctx = context;
     const st = store;
+    const rs = responses;
     const pool = prompts;
     return {
       url: `http://${hostForUrl}:${addr.port}`,
@@ -453,6 +470,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       context: ctx,
       metrics,
       store: st,
+      responses: rs,
       prompts: pool,
       close(): Promise<void> {
         closing ??= (async () => {
@@ -465,6 +483,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           await pool.close();
           await ctx.dispose();
           st.close();
+          rs.close();
           if (owned) await model.dispose();
           await draftModel?.dispose();
         })();
@@ -475,6 +494,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     await prompts?.close();
     await context?.dispose();
     store?.close();
+    responses?.close();
     if (owned) await model.dispose();
     await draftModel?.dispose();
     throw e;
