@@ -2,8 +2,11 @@
 // model whose greedy turns are written exactly as its template renders them back, so a chain of
 // responses can reuse every token it generated.
 import { ChatTemplate } from '../../src/chat/index.js';
-import { buildScriptedModel, type ScriptedModelSpec } from '../../src/gguf/index.js';
-import { ensureFormatModel, qwenThinkSpec, WEATHER_QUESTION, XML_TOOLS } from '../formats/fixtures.js';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildScriptedModel, encodeGguf, writeBytesAtomic, type ScriptedModelSpec } from '../../src/gguf/index.js';
+import { fixturesDir } from '../helpers/paths.js';
+import { qwenThinkSpec, WEATHER_QUESTION, XML_TOOLS } from '../formats/fixtures.js';
 import { readTemplate } from './fixtures.js';
 
 /** get_weather(city) in the Responses `tools` shape. */
@@ -64,6 +67,11 @@ export function qwenResponsesSpec(): ScriptedModelSpec {
 /** Writes the model (if missing or changed); its path and the greedy token counts of its two turns. */
 export async function ensureResponsesModel(): Promise<{ path: string; generated: { call: number; answer: number } }> {
   const spec = qwenResponsesSpec();
-  const scripts = buildScriptedModel(spec).description.scripts;
-  return { path: await ensureFormatModel(spec), generated: { call: scripts['think-call']!.greedy.length, answer: scripts['think-answer']!.greedy.length } };
+  const built = buildScriptedModel(spec);
+  mkdirSync(fixturesDir, { recursive: true });
+  const path = join(fixturesDir, `${spec.name}.gguf`);
+  const bytes = encodeGguf(built.gguf);
+  if (!existsSync(path) || Buffer.compare(readFileSync(path), bytes) !== 0) await writeBytesAtomic(path, bytes);
+  const scripts = built.description.scripts;
+  return { path, generated: { call: scripts['think-call']!.greedy.length, answer: scripts['think-answer']!.greedy.length } };
 }
