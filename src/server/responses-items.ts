@@ -37,14 +37,16 @@ const ReasoningItem = z.object({
   encrypted_content: z.string().nullable().optional(),
 });
 
+const ItemReference = z.object({ type: z.literal('item_reference'), id: ITEM_ID });
+
 /** One input item (a message without `type` is a message, as the API allows). */
 export const InputItem = z.preprocess(
   (v) => (v !== null && typeof v === 'object' && !Array.isArray(v) && (v as { type?: unknown }).type === undefined ? { ...v, type: 'message' } : v),
-  z.discriminatedUnion('type', [MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem]),
+  z.discriminatedUnion('type', [MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem, ItemReference]),
 );
 type InputItemT = z.output<typeof InputItem>;
 
-const ITEM_TYPES = new Set(['message', 'function_call', 'function_call_output', 'reasoning']);
+const ITEM_TYPES = new Set(['message', 'function_call', 'function_call_output', 'reasoning', 'item_reference']);
 const PART_TYPES = new Set(['input_text', 'output_text', 'refusal']);
 
 /**
@@ -58,7 +60,7 @@ export function checkItems(body: unknown): void {
     if (item === null || typeof item !== 'object') return;
     const type = (item as { type?: unknown }).type ?? 'message';
     if (typeof type === 'string' && !ITEM_TYPES.has(type)) {
-      throw new HttpError(400, 'invalid_request', `input[${i}]: items of type "${type}" are not supported by this server (message, function_call, function_call_output and reasoning are)`, `input[${i}].type`);
+      throw new HttpError(400, 'invalid_request', `input[${i}]: items of type "${type}" are not supported by this server (message, function_call, function_call_output, reasoning and item_reference are)`, `input[${i}].type`);
     }
     const parts = type === 'function_call_output' ? (item as { output?: unknown }).output : (item as { content?: unknown }).content;
     if (!Array.isArray(parts) || type === 'reasoning') return;
@@ -86,29 +88,39 @@ function partText(p: { type: string; text?: string; refusal?: string }): string 
   return p.text ?? p.refusal ?? '';
 }
 
-/** The request's `input` as stored items (a string is one user message). */
-export function normalizeInput(input: string | InputItemT[] | undefined): StoredItem[] {
+/**
+ * The request's `input` as stored items (a string is one user message). An `item_reference` names
+ * an item the previous responses already hold (`history`): it is there once, so it is dropped.
+ */
+export function normalizeInput(input: string | InputItemT[] | undefined, history: readonly StoredItem[]): StoredItem[] {
   if (input === undefined) return [];
   if (typeof input === 'string') return [{ id: newId('msg'), type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_text', text: input }] }];
-  return input.map((item, i): StoredItem => {
-    switch (item.type) {
-      case 'message': {
-        const texts = typeof item.content === 'string' ? [item.content] : item.content.map(partText);
-        const content = texts.map((text) => (item.role === 'assistant' ? { type: 'output_text' as const, text, annotations: [] as [] } : { type: 'input_text' as const, text }));
-        return { id: item.id ?? newId('msg'), type: 'message', role: item.role, status: 'completed', content };
-      }
-      case 'function_call':
-        // arguments are JSON text that the templates and the replay parse: bounded like the body
-        if (jsonTextDepth(item.arguments) > MAX_JSON_DEPTH) {
-          throw new HttpError(400, 'invalid_request', `input[${i}].arguments nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`, `input[${i}].arguments`);
-        }
-        return { id: item.id ?? newId('fc'), type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments, status: 'completed' };
-      case 'function_call_output':
-        return { id: item.id ?? newId('fco'), type: 'function_call_output', call_id: item.call_id, output: typeof item.output === 'string' ? item.output : item.output.map(partText).join(''), status: 'completed' };
-      case 'reasoning':
-        return { id: item.id ?? newId('rs'), type: 'reasoning', summary: item.summary, ...(item.content ? { content: item.content } : {}) };
+  const known = new Set(history.map((it) => it.id));
+  return input.flatMap((item, i): StoredItem[] => (item.type === 'item_reference' ? (known.has(item.id) ? [] : unknownReference(item.id, i)) : [toStored(item, i)]));
+}
+
+function unknownReference(id: string, i: number): never {
+  throw new HttpError(400, 'invalid_request', `input[${i}]: the item_reference ${JSON.stringify(id.slice(0, 64))} names no item of the previous responses (send the item itself)`, `input[${i}].id`);
+}
+
+function toStored(item: Exclude<InputItemT, { type: 'item_reference' }>, i: number): StoredItem {
+  switch (item.type) {
+    case 'message': {
+      const texts = typeof item.content === 'string' ? [item.content] : item.content.map(partText);
+      const content = texts.map((text) => (item.role === 'assistant' ? { type: 'output_text' as const, text, annotations: [] as [] } : { type: 'input_text' as const, text }));
+      return { id: item.id ?? newId('msg'), type: 'message', role: item.role, status: 'completed', content };
     }
-  });
+    case 'function_call':
+      // arguments are JSON text that the templates and the replay parse: bounded like the body
+      if (jsonTextDepth(item.arguments) > MAX_JSON_DEPTH) {
+        throw new HttpError(400, 'invalid_request', `input[${i}].arguments nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`, `input[${i}].arguments`);
+      }
+      return { id: item.id ?? newId('fc'), type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments, status: 'completed' };
+    case 'function_call_output':
+      return { id: item.id ?? newId('fco'), type: 'function_call_output', call_id: item.call_id, output: typeof item.output === 'string' ? item.output : item.output.map(partText).join(''), status: 'completed' };
+    case 'reasoning':
+      return { id: item.id ?? newId('rs'), type: 'reasoning', summary: item.summary, ...(item.content ? { content: item.content } : {}) };
+  }
 }
 
 /**

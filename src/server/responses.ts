@@ -346,7 +346,7 @@ async function handleCreate(req: IncomingMessage, res: ServerResponse, service: 
   const previousId = body.previous_response_id ?? undefined;
   const previous = previousId !== undefined ? lookup(o.store, previousId, o, 'previous_response_id') : undefined;
   const history = previous ? [...(JSON.parse(previous.input) as StoredItem[]), ...((JSON.parse(previous.response) as { output: StoredItem[] }).output)] : [];
-  const added = normalizeInput(body.input);
+  const added = normalizeInput(body.input, history);
   if (history.length + added.length === 0) throw new HttpError(400, 'invalid_request', 'input is empty: send input items, a string, or a previous_response_id', 'input');
   checkCallOutputs(history, added);
   // The conversation: the client's header, else the previous response's (its Session), else

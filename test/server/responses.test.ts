@@ -112,6 +112,25 @@ describe('/v1/responses with the official openai client', () => {
     expect(r2.usage!.input_tokens_details.cached_tokens).toBeGreaterThanOrEqual(turn1Prompt + turn1Output);
   });
 
+  it('an item_reference to an item of the previous responses is that item, once (as clients that resend references do)', async () => {
+    const r1 = await turn1();
+    const call = callOf(r1);
+    const r2 = await openai.responses.create({
+      model: 'demo',
+      previous_response_id: r1.id,
+      input: [{ type: 'item_reference', id: call.id! }, { type: 'function_call_output', call_id: call.call_id, output: WEATHER_RESULT }],
+      tools: RESPONSE_TOOLS,
+      temperature: 0,
+    });
+    expect(r2.output_text).toBe(ANSWER);
+    const items = await openai.responses.inputItems.list(r2.id, { order: 'asc' });
+    expect(items.data.map((i) => i.type)).toEqual(['message', 'function_call', 'function_call_output']);
+    await expect(openai.responses.create({ model: 'demo', previous_response_id: r1.id, input: [{ type: 'item_reference', id: 'fc_elsewhere' }] })).rejects.toMatchObject({
+      status: 400,
+      error: { param: 'input[0].id' },
+    });
+  });
+
   it('responses.stream: the events in order, numbered, and the final response as stored', async () => {
     const r1 = await turn1();
     const stream = openai.responses.stream({
@@ -253,6 +272,7 @@ describe('/v1/responses with the official openai client', () => {
       expect(r.json.error.message).toMatch(/input\[0\]: items of type "web_search_call" are not supported/);
       r = await rawPost({ model: 'demo', input: [{ type: 'item_reference', id: 'msg_1' }] });
       expect(r.status).toBe(400);
+      expect(r.json.error.message).toMatch(/item_reference "msg_1" names no item/);
       r = await rawPost({ model: 'demo', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] });
       expect(r.status).toBe(400);
       expect(r.json.error.message).toMatch(/content parts of type "input_image"/);
