@@ -7,6 +7,7 @@ import { ChatTemplate } from '../../src/chat/index.js';
 import { loadModel, type Model } from '../../src/index.js';
 import { createServer, type LlamuxServer } from '../../src/server/index.js';
 import { script } from '../helpers/models.js';
+import { tinyModelPath } from '../helpers/paths.js';
 import { openaiFor } from './clients.js';
 import { ANSWER, QUESTION, WEATHER_RESULT, ensureChatModels } from './fixtures.js';
 import { RESPONSE_TOOLS } from './responses-fixtures.js';
@@ -351,5 +352,51 @@ describe('/v1/responses across tenants and with an expiring store', () => {
     await new Promise((resolve) => setTimeout(resolve, 1600));
     await expect(a.responses.retrieve(r.id)).rejects.toMatchObject({ status: 404 });
     await expect(a.responses.create({ model: 'demo', previous_response_id: r.id, input: 'more' })).rejects.toMatchObject({ status: 404 });
+  });
+});
+
+describe('/v1/responses when the server shuts down (tiny Llama 2 model)', () => {
+  let model: Model;
+  beforeAll(async () => {
+    model = await loadModel(tinyModelPath);
+  });
+  afterAll(async () => {
+    await model.dispose();
+  });
+
+  it('an open stream ends with response.failed and an error event, a waiting request gets 503', async () => {
+    const server = await createServer({ model, port: 0, ctx: 8192, parallel: 2, threads: 1 });
+    const openai = openaiFor(server);
+    // End of generation banned: a long answer that is still running when the server closes.
+    const long = { model: 'm', input: 'Once upon a time', max_output_tokens: 3500, temperature: 0, logit_bias: { '2': -100 } } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming;
+    const stream = openai.responses.stream(long as Parameters<typeof openai.responses.stream>[0]);
+    const final = stream.finalResponse().then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    let closed: Promise<void> | undefined;
+    let waiting: Promise<unknown> | undefined;
+    for await (const e of stream) {
+      events.push(e);
+      if (e.type === 'response.output_text.delta' && !closed) {
+        waiting = openai.responses.create(long).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+        await new Promise((r) => setTimeout(r, 100));
+        closed = server.close();
+      }
+    }
+    await closed;
+    const types = events.map((e) => e.type);
+    expect(types.slice(-2)).toEqual(['response.failed', 'error']);
+    expect(types).not.toContain('response.completed');
+    const [failed, error] = events.slice(-2);
+    expect(failed?.type === 'response.failed' && failed.response).toMatchObject({ status: 'failed', error: { code: 'overloaded', message: 'The server is shutting down' } });
+    expect(error).toMatchObject({ type: 'error', code: 'overloaded', message: 'The server is shutting down' });
+    // the client's helper does not take the cut stream for a complete response: it rejects (with the event)
+    expect(await final).toMatchObject({ type: 'error', message: 'The server is shutting down' });
+    expect(await waiting).toMatchObject({ status: 503 });
   });
 });
