@@ -82,6 +82,31 @@ describe('ResponseStore', () => {
   });
 });
 
+describe('/v1/responses across a restart with the same store file', () => {
+  it('a stored response is retrieved and continued by the restarted server', async () => {
+    const model = await loadModel((await ensureChatModels()).demo);
+    const storePath = join(scratchDir('rstore-restart'), 'store.sqlite');
+    try {
+      let server = await createServer({ model, port: 0, ctx: 4096, parallel: 2, threads: 1, storePath });
+      const r1 = await openaiFor(server).responses.create({ model: 'demo', input: QUESTION, tools: RESPONSE_TOOLS });
+      await server.close();
+      server = await createServer({ model, port: 0, ctx: 4096, parallel: 2, threads: 1, storePath });
+      const openai = openaiFor(server);
+      try {
+        expect((await openai.responses.retrieve(r1.id)).output).toEqual(r1.output);
+        const call = r1.output.find((o) => o.type === 'function_call');
+        if (call?.type !== 'function_call') throw new Error('expected a call');
+        const r2 = await openai.responses.create({ model: 'demo', previous_response_id: r1.id, input: [{ type: 'function_call_output', call_id: call.call_id, output: WEATHER_RESULT }], tools: RESPONSE_TOOLS });
+        expect(r2.output_text).toBe(ANSWER);
+      } finally {
+        await server.close();
+      }
+    } finally {
+      await model.dispose();
+    }
+  });
+});
+
 describe('/v1/responses when the response store fails', () => {
   let model: Model;
   let server: LlamuxServer;
