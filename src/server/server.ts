@@ -230,6 +230,7 @@ function hostAllowList(allowed: readonly string[], listenHost: string, port: num
  *
  * Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`,
  * `POST /tokenize`, `POST /detokenize`, `POST /v1/messages`, `POST /v1/messages/count_tokens`,
+ * `POST /v1/responses`, `GET`/`DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`,
  * `POST /v1/embeddings`, `POST /v1/rerank`, `GET /metrics`.
  *
  * @throws LlamuxError INVALID_ARGUMENT (options), MODEL_NOT_FOUND / MODEL_INVALID (modelPath),
