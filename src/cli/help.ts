@@ -64,7 +64,7 @@ Options:
                             with "speculative": false
       --draft-model PATH    With --spec draft: a small model with the same vocabulary
       --spec-draft-max N    With --spec ngram or mtp: draft tokens per verification (default 12)
-      --store PATH          SQLite file of the tool-call store (default: in memory)
+      --store PATH          SQLite file of the tool-call store and the stored responses (default: in memory)
       --chat-template FILE  Jinja chat template replacing the model's own
       --max-body BYTES      Largest accepted request body (default 4194304)
       --max-prompt-bytes N  Largest message and tool text per request (default 1048576)

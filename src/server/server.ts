@@ -20,6 +20,8 @@ import { ServerMetrics } from './metrics.js';
 import type { PromptPool } from './prompt-pool.js';
 import type { ServerLog } from './service.js';
 import type { ToolCallStore, ToolCallStoreLimits } from './store.js';
+import { ResponseStore, type ResponseStoreLimits } from './response-store.js';
+import { handleResponsesEndpoint, isResponsesPath, responsesEndpoint } from './responses.js';
 import { handleInfill } from './infill.js';
 import { createModelService, serviceContextOptions, type ModelService } from './model-service.js';
 import { createPoolRouter, singleModelRouter, type ModelRouter } from './router.js';
@@ -124,6 +126,8 @@ export interface ServerOptions {
   storePath?: string;
   /** Bounds of the tool-call store. */
   storeLimits?: ToolCallStoreLimits;
+  /** Bounds of the stored responses (/v1/responses), kept in the same file as the tool-call store. */
+  responseStoreLimits?: ResponseStoreLimits;
   /** Largest accepted request body (default 4 MiB). */
   maxBodyBytes?: number;
   /** A Jinja chat template that replaces the model's own. */
@@ -178,6 +182,10 @@ const ServerOptionsSchema = z
       .object({ maxRows: z.number().int().positive().optional(), maxBytes: z.number().int().positive().optional(), maxAgeMs: z.number().int().positive().optional() })
       .strict()
       .optional(),
+    responseStoreLimits: z
+      .object({ maxRows: z.number().int().positive().optional(), maxBytes: z.number().int().positive().optional(), maxAgeMs: z.number().int().positive().optional() })
+      .strict()
+      .optional(),
     maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
     chatTemplate: z.string().min(1).optional(),
     modelName: z.string().min(1).optional(),
@@ -208,6 +216,8 @@ export interface LlamuxServer {
   readonly store: ToolCallStore;
   /** Router mode: the models, their states, loads and unloads. */
   readonly pool?: ModelPool<unknown>;
+  /** Stored responses of /v1/responses (in `storePath`'s file, or in memory). */
+  readonly responses: ResponseStore;
   /** @internal The prompt workers (their stop latencies and counters). */
   readonly prompts: PromptPool;
   /** Stops listening, ends running requests, frees the context (and the model when the server loaded it). Idempotent. */
@@ -324,6 +334,7 @@ function routerHasNo(what: string): never {
  *
  * Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`,
  * `POST /tokenize`, `POST /detokenize`, `POST /v1/messages`, `POST /v1/messages/count_tokens`,
+ * `POST /v1/responses`, `GET`/`DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`,
  * `POST /v1/embeddings`, `POST /v1/rerank`, `GET /metrics`; router mode (`models`) also
  * `GET /models`, `POST /models/load`, `POST /models/unload`.
  *
@@ -340,7 +351,10 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
   const started = Math.floor(Date.now() / 1000);
   let single: SingleModel | undefined;
   let router: ModelRouter | undefined;
+  // One store of responses per server (router mode: a chain may name any model).
+  let responses: ResponseStore | undefined;
   try {
+    responses = new ResponseStore(o.storePath ?? ':memory:', o.responseStoreLimits ?? {});
     if (o.models !== undefined) {
       router = await createPoolRouter({ ...o, models: o.models, speculative: speculativeOf(o) }, { metrics, log }, started);
     } else {
@@ -364,7 +378,9 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         ? path
         : path.startsWith('/v1/models/')
           ? '/v1/models/{id}'
-          : 'other';
+          : isResponsesPath(path)
+            ? responsesEndpoint(path)
+            : 'other';
       // Counted once the response is done or the connection is gone: 499 when the client left first.
       res.once('close', () => metrics.requests.inc({ endpoint, status: res.writableFinished ? String(res.statusCode) : '499' }));
       const method = req.method ?? 'GET';
@@ -426,9 +442,10 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           return;
         }
         if (await models.admin(path, method, req, res, o.maxBodyBytes)) return;
-        const chat = ['/v1/chat/completions', '/v1/completions', '/infill', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path);
+        const responsesApi = isResponsesPath(path);
+        const chat = ['/v1/chat/completions', '/v1/completions', '/infill', '/tokenize', '/detokenize', '/v1/messages', '/v1/messages/count_tokens'].includes(path) || isEmbeddingPath(path) || responsesApi;
         if (!chat) throw new HttpError(404, 'not_found', `There is no endpoint ${method} ${path}`);
-        allow('POST');
+        if (!responsesApi) allow('POST');
         const ac = new AbortController();
         controllers.add(ac);
         res.on('close', () => {
@@ -440,11 +457,18 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           controllers.delete(ac);
         });
         const ho: HandlerOptions = { maxBodyBytes: o.maxBodyBytes, signal: ac.signal, sendTimeoutMs: o.sendTimeoutMs, ...(tenant !== undefined ? { tenant } : {}) };
+        const ro = { ...ho, store: responses!, log };
+        // Reading, listing or deleting a stored response needs no model.
+        if (responsesApi && method !== 'POST') {
+          await handleResponsesEndpoint(path, method, req, res, null, ro);
+          return;
+        }
         // The request's model (router mode: its `model`, loaded if needed), held until its response ends.
         const target = await models.target(req, o.maxBodyBytes, ac.signal);
         const { service, context, name } = target;
         try {
-          if (isEmbeddingPath(path)) await handleEmbeddingEndpoint(path, req, res, { context, maxBodyBytes: o.maxBodyBytes, signal: ac.signal }, name);
+          if (responsesApi) await handleResponsesEndpoint(path, method, req, res, service, ro);
+          else if (isEmbeddingPath(path)) await handleEmbeddingEndpoint(path, req, res, { context, maxBodyBytes: o.maxBodyBytes, signal: ac.signal }, name);
           else if (path === '/v1/messages/count_tokens') await handleCountTokens(req, res, service, ho);
           else if (path === '/v1/chat/completions') await handleChatCompletions(req, res, service, ho);
           else if (path === '/v1/completions') await handleCompletions(req, res, service, { ...ho, maxPromptBytes: o.maxPromptBytes });
@@ -490,6 +514,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     const hostForUrl = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
     let closing: Promise<void> | undefined;
     const one = single;
+    const rs = responses;
     return {
       url: `http://${hostForUrl}:${addr.port}`,
       host: addr.address,
@@ -508,6 +533,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         return one?.built.prompts ?? routerHasNo('prompt pool');
       },
       ...(models.pool ? { pool: models.pool as ModelPool<unknown> } : {}),
+      responses: rs,
       close(): Promise<void> {
         closing ??= (async () => {
           closingServer = true;
@@ -518,6 +544,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           await done;
           await models.close();
           await one?.close();
+          rs.close();
         })();
         return closing;
       },
@@ -525,6 +552,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
   } catch (e) {
     await router?.close();
     await single?.close();
+    responses?.close();
     throw e;
   }
 }

@@ -52,6 +52,8 @@ export interface Usage {
   /** Speculative decoding: draft tokens verified, and those the output kept. */
   draftedTokens: number;
   acceptedTokens: number;
+  /** Generated tokens inside the model's reasoning span. */
+  reasoningTokens?: number;
 }
 
 export interface ServiceToolCall {
@@ -396,6 +398,7 @@ export class ChatService {
     let preludeReasoning = false;
     const preludes = new Map<number, { text: string; tokens: number[] }>();
     let emitted = 0;
+    let reasoningTokens = 0;
     let started = false;
     // The answer after a closed reasoning span starts at its first non-blank character (the
     // `\n\n` after `</think>` is layout, as llama-server parses it); the stored prelude keeps
@@ -424,6 +427,7 @@ export class ChatService {
           yield { type: 'progress', total: ev.total, cached: ev.cached, processed: ev.processed, ms: ev.ms };
           break;
         case 'reasoning':
+          reasoningTokens += ev.tokens.length;
           for (const t of ev.tokens) prelude.tokens.push(t);
           preludeReasoning = true;
           afterReasoning = true;
@@ -494,6 +498,7 @@ export class ChatService {
             cachedTokens,
             draftedTokens: ev.timings.draftedTokens,
             acceptedTokens: ev.timings.acceptedTokens,
+            reasoningTokens,
           };
           const reason = emitted > 0 && ev.finishReason !== FinishReason.Length ? 'tool_calls' : ev.finishReason;
           const final: ServiceEvent = ev.stop !== undefined ? { type: 'final', reason, stop: ev.stop, usage } : { type: 'final', reason, usage };

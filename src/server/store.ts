@@ -10,7 +10,8 @@ import type { Database as SqliteDatabase, Statement } from 'better-sqlite3';
 // better-sqlite3 is an optional peer dependency: only a store on disk needs it, so a library
 // user never compiles it. Loaded on first use.
 let sqlite: typeof BetterSqlite3 | null | undefined;
-function loadSqlite(): typeof BetterSqlite3 | null {
+/** better-sqlite3, or null when it is not installed. */
+export function loadSqlite(): typeof BetterSqlite3 | null {
   if (sqlite === undefined) {
     try {
       sqlite = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
