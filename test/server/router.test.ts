@@ -242,8 +242,7 @@ describe('router mode: idle unload, pinned models, the memory budget', () => {
       expect(await answer(server, 'main')).toBe(answerOf('alpha'));
       // Each model's tool-call store and disk tier are its own.
       const stores = readdirSync(state).filter((f) => f.endsWith('.sqlite')).sort();
-      // the stored responses (/v1/responses) are the server's, in the file named by storePath
-      expect(stores).toEqual(['calls.sqlite', expect.stringMatching(/^calls-main-[0-9a-f]{8}\.sqlite$/), expect.stringMatching(/^calls-second-[0-9a-f]{8}\.sqlite$/), expect.stringMatching(/^calls-third-[0-9a-f]{8}\.sqlite$/)]);
+      expect(stores).toEqual([expect.stringMatching(/^calls-main-[0-9a-f]{8}\.sqlite$/), expect.stringMatching(/^calls-second-[0-9a-f]{8}\.sqlite$/), expect.stringMatching(/^calls-third-[0-9a-f]{8}\.sqlite$/)]);
       expect(readdirSync(join(state, 'kv')).sort()).toEqual([expect.stringMatching(/^main-/), expect.stringMatching(/^second-/), expect.stringMatching(/^third-/)]);
     } finally {
       await server.close();
