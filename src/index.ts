@@ -5,6 +5,7 @@
 
 // ---- models, contexts, sessions --------------------------------------------------------
 export { Model, TokenAttribute } from './model/model.js';
+export { Adapter, type AdapterUse } from './model/adapter.js';
 export { loadModel, planForFile } from './model/load.js';
 export type { ModelMetadata, TokenInfo, VocabInfo } from './model/model.js';
 export type { FimTokens } from './model/types.js';
