@@ -2,6 +2,7 @@
 // generate options.
 import { z } from 'zod';
 import type { GenerateOptions } from '../options.js';
+import { LoraField } from './lora.js';
 
 export const nullable = <T extends z.ZodType>(t: T) => t.nullable().optional();
 
@@ -17,6 +18,8 @@ export const samplingFields = {
   /** llamux: false opts this request out of the server's speculative decoding (--spec). */
   speculative: z.boolean().optional(),
   logit_bias: nullable(z.record(z.string().regex(/^\d+$/), z.number().min(-100).max(100))),
+  /** llama-server's per-request LoRA scales, [{ id, scale }] (ChatService.adapters maps them). */
+  lora: LoraField.optional(),
 };
 
 type SamplingBody = { [K in keyof typeof samplingFields]?: z.output<(typeof samplingFields)[K]> };

@@ -16,7 +16,8 @@ import { handleChatCompletions, type HandlerOptions } from './openai.js';
 import { handleEmbeddingEndpoint, isEmbeddingPath } from './embeddings.js';
 import { handleCountTokens, handleMessages } from './anthropic.js';
 import { handleCompletions, handleDetokenize, handleTokenize } from './completions.js';
-import { HttpError, ServerClosingError, sendError, sendJson, shutdownError, toHttpError, type ApiFlavor } from './http.js';
+import { HttpError, ServerClosingError, parseBody, readJson, sendError, sendJson, shutdownError, toHttpError, type ApiFlavor } from './http.js';
+import { LoraField, ServerAdapters, ServerLoraSchema, type ServerLora } from './lora.js';
 import { ServerMetrics } from './metrics.js';
 import { PromptPool } from './prompt-pool.js';
 import { ChatService, type ServerLog } from './service.js';
@@ -115,6 +116,12 @@ export interface ServerOptions {
   /** `host:port` of `llamux rpc-server` processes that hold the layers of `modelPath`
    * (see loadModel's `rpcServers`). */
   rpcServers?: string[];
+  /**
+   * LoRA adapters of the model (`--lora`, `--lora-scaled`): paths, or `{ path, scale }`. Requests
+   * use all of them at these scales unless their `lora` field says otherwise; GET /lora-adapters
+   * lists them and POST /lora-adapters changes the scales.
+   */
+  lora?: ServerLora[];
 }
 
 const ServerOptionsSchema = z
@@ -158,6 +165,7 @@ const ServerOptionsSchema = z
     modelName: z.string().min(1).optional(),
     onProgress: z.custom<(p: number) => void>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
     rpcServers: z.array(rpcEndpoint).min(1).max(16).optional(),
+    lora: z.array(ServerLoraSchema).max(64).optional(),
   })
   .strict()
   .refine((o) => (o.model === undefined) !== (o.modelPath === undefined), { message: 'give exactly one of "model" and "modelPath"' });
@@ -246,6 +254,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       throw new LlamuxError('INVALID_ARGUMENT', "speculative 'draft' needs draftModelPath, and draftModelPath needs speculative 'draft'");
     }
     if (o.draftModelPath !== undefined) draftModel = await loadModel(o.draftModelPath);
+    const adapters = await ServerAdapters.load(model, o.lora ?? []);
     const speculative: SpeculativeOptions | undefined =
       o.speculative === 'draft'
         ? { mode: 'draft', model: draftModel! }
@@ -284,7 +293,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
       ...(o.overflow === 'error' ? { maxTokens: context.settings.sequenceContextSize - 1 } : {}),
     });
     await prompts.start();
-    const service = new ChatService({ model, context, template, store, metrics, prompts, maxPromptBytes: o.maxPromptBytes, isolateTenants: o.isolateTenants, overflow: o.overflow, log });
+    const service = new ChatService({ model, context, template, store, metrics, prompts, maxPromptBytes: o.maxPromptBytes, isolateTenants: o.isolateTenants, overflow: o.overflow, log, adapters });
     const name = o.modelName ?? model.metadata.name ?? basename(model.path).replace(/\.gguf$/i, '');
     const keys = o.apiKey === undefined ? [] : Array.isArray(o.apiKey) ? o.apiKey : [o.apiKey];
     const keyDigests = keys.map(digest);
@@ -372,6 +381,12 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           allow('GET');
           const entry = modelEntry(anthropicClient);
           sendJson(res, 200, anthropicClient ? { data: [entry], has_more: false, first_id: name, last_id: name } : { object: 'list', data: [entry] });
+          return;
+        }
+        if (path === '/lora-adapters') {
+          if (method === 'POST') adapters.setScales(parseBody(LoraField, await readJson(req, o.maxBodyBytes)));
+          else allow('GET');
+          sendJson(res, 200, adapters.list());
           return;
         }
         if (path.startsWith('/v1/models/')) {

@@ -16,6 +16,7 @@ import type { ServerMetrics } from './metrics.js';
 import { fitPrompt, type OverflowPolicy } from './overflow.js';
 import type { BuiltPrompt, PromptPool } from './prompt-pool.js';
 import type { StoredToolCall, ToolCallStore } from './store.js';
+import { ServerAdapters } from './lora.js';
 
 /** Where the server's own log lines go. */
 export type ServerLog = (level: 'info' | 'warn' | 'error', message: string) => void;
@@ -119,6 +120,8 @@ export interface ChatServiceOptions {
   /** Prompts longer than a sequence: a 400 (default) or cut in the middle (src/server/overflow.ts). */
   overflow?: OverflowPolicy;
   log?: ServerLog;
+  /** --lora adapters (none by default). */
+  adapters?: ServerAdapters;
 }
 
 function utf8Length(s: string): number {
@@ -146,6 +149,7 @@ export class ChatService {
   readonly #maxPromptBytes: number;
   readonly #isolate: boolean;
   readonly overflow: OverflowPolicy;
+  readonly adapters: ServerAdapters;
   readonly #log: ServerLog;
   /** Ids of stored spans already reported as invalid (each is logged once). */
   readonly #reportedInvalid = new Set<string>();
@@ -164,6 +168,7 @@ export class ChatService {
     this.#maxPromptBytes = o.maxPromptBytes;
     this.#isolate = o.isolateTenants ?? false;
     this.overflow = o.overflow ?? 'error';
+    this.adapters = o.adapters ?? ServerAdapters.none();
     this.#log = o.log ?? (() => {});
     let longest = 1;
     for (let id = 0; id < o.model.vocab.size; id++) longest = Math.max(longest, o.model.tokenPiece(id, { special: true }).length);

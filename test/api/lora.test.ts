@@ -13,41 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeGguf } from '../../src/gguf/writer.js';
-import { buildScriptedModel, writeBytesAtomic } from '../../src/gguf/scripted.js';
-import { buildLoraAdapter } from '../../src/gguf/lora.js';
-import { sp } from '../../src/gguf/vocab.js';
+import { writeBytesAtomic } from '../../src/gguf/scripted.js';
+import { A, adapterGguf, B, built, V } from '../helpers/lora.js';
 import { loadModel, LlamuxError, type Adapter, type Context, type Model } from '../../src/index.js';
-
-const built = buildScriptedModel({
-  name: 'lora-two-scripts',
-  scripts: [
-    { name: 'A', prompt: sp('Fruit| ?'), continuation: sp(' apple| pie| crust') },
-    { name: 'B', prompt: sp('Colour| !'), continuation: sp(' deep| blue| sea') },
-  ],
-});
-const desc = built.description;
-const A = desc.scripts.A!;
-const B = desc.scripts.B!;
-const D = desc.nEmbd;
-const V = desc.nVocab;
-const apple = desc.tokens['▁apple']!;
-const deep = desc.tokens['▁deep']!;
-const outputHead = built.gguf.tensors.find((t) => t.name === 'output.weight')!.data as Float32Array;
-
-/** The adapter that makes " deep" follow "?" (see the top); `vocab` other than V: shapes of another vocabulary. */
-function adapterGguf(opts: { architecture?: string; vocab?: number } = {}): Uint8Array {
-  const nOut = opts.vocab ?? V;
-  const b = new Float32Array(nOut);
-  b[deep] = 1;
-  return encodeGguf(
-    buildLoraAdapter({
-      architecture: opts.architecture ?? 'llama',
-      alpha: 2,
-      rank: 1,
-      tensors: [{ base: 'output.weight', shape: [D, nOut], a: outputHead.slice(apple * D, apple * D + D), b }],
-    }),
-  );
-}
 
 let dir: string;
 let model: Model;
