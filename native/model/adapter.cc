@@ -140,3 +140,10 @@ std::shared_mutex &AdapterLoadMutex() {
   return mu;
 }
 }  // namespace llamux
+
+namespace llamux {
+llama_context *InitContext(llama_model *model, const llama_context_params &params) {
+  std::shared_lock<std::shared_mutex> lk(AdapterLoadMutex());
+  return llama_init_from_model(model, params);
+}
+}  // namespace llamux

@@ -70,3 +70,9 @@ namespace llamux {
 // exclusively; a decode that switches adapters holds it shared.
 std::shared_mutex &AdapterLoadMutex();
 }  // namespace llamux
+
+namespace llamux {
+// llama_init_from_model under AdapterLoadMutex (shared): a new context reserves its graph,
+// reading the model's adapter list. Exceptions pass through.
+llama_context *InitContext(llama_model *model, const llama_context_params &params);
+}  // namespace llamux

@@ -99,6 +99,24 @@ describe('a LoRA adapter on the output head', () => {
     }
   });
 
+  it('verifies speculative drafts with the adapted model', async () => {
+    // "? deep blue sea" earlier in the prompt: after the last "?" the ngram drafter proposes
+    // " deep blue sea", which the adapted model accepts and the base model rejects
+    const ctx = await model.createContext({ contextSize: 512, sequences: 2, speculative: 'ngram', prefixCache: false });
+    const prompt = new Int32Array([...A.promptTokens, ...B.greedy, ...A.promptTokens.slice(1)]);
+    try {
+      const adapted = await ctx.complete({ prompt, maxTokens: 8, temperature: 0, emitTokenIds: true, adapters: [{ adapter }] });
+      expect([...adapted.tokens!]).toEqual(B.greedy);
+      expect(adapted.timings.acceptedTokens).toBeGreaterThan(0);
+      const base = await ctx.complete({ prompt, maxTokens: 8, temperature: 0, emitTokenIds: true });
+      expect([...base.tokens!]).toEqual(A.greedy);
+      const both = await Promise.all([tokensOf(ctx, { prompt, adapters: [{ adapter }] }), tokensOf(ctx, { prompt })]);
+      expect(both.map((r) => r.tokens)).toEqual([B.greedy, A.greedy]);
+    } finally {
+      await ctx.dispose();
+    }
+  });
+
   it("keeps a session's KV to its adapter set", async () => {
     const ctx = await model.createContext({ contextSize: 512, sequences: 2 });
     try {
