@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include <gguf.h>
+
 #include "engine/errors.h"
 #include "js/addon.h"
 #include "js/napi_util.h"
@@ -13,6 +15,31 @@
 namespace llamux {
 
 namespace {
+
+// llama.cpp checks an adapter's architecture and tensor shapes (an adapted output head or
+// embedding of another vocabulary fails there), not the vocabulary itself: an adapter that says
+// which vocabulary it was trained with (its own tokenizer tokens, or <arch>.vocab_size) and names
+// another is refused here. "" when it fits or says nothing; unreadable files are llama.cpp's to report.
+std::string VocabularyMismatch(const std::string &path, int32_t nVocab) {
+  gguf_init_params params = {/*no_alloc =*/true, /*ctx =*/nullptr};
+  gguf_context *g = gguf_init_from_file(path.c_str(), params);
+  if (g == nullptr) return "";
+  std::string why;
+  const int64_t tokens = gguf_find_key(g, "tokenizer.ggml.tokens");
+  if (tokens >= 0 && gguf_get_kv_type(g, tokens) == GGUF_TYPE_ARRAY && static_cast<int64_t>(gguf_get_arr_n(g, tokens)) != nVocab) {
+    why = "its tokenizer has " + std::to_string(gguf_get_arr_n(g, tokens)) + " tokens";
+  }
+  const int64_t arch = gguf_find_key(g, "general.architecture");
+  if (why.empty() && arch >= 0 && gguf_get_kv_type(g, arch) == GGUF_TYPE_STRING) {
+    const int64_t size = gguf_find_key(g, (std::string(gguf_get_val_str(g, arch)) + ".vocab_size").c_str());
+    if (size >= 0 && gguf_get_kv_type(g, size) == GGUF_TYPE_UINT32 && static_cast<int64_t>(gguf_get_val_u32(g, size)) != nVocab) {
+      why = "it was made for a vocabulary of " + std::to_string(gguf_get_val_u32(g, size)) + " tokens";
+    }
+  }
+  gguf_free(g);
+  if (why.empty()) return "";
+  return why + ", this model's vocabulary has " + std::to_string(nVocab);
+}
 
 class AdapterWorker : public Napi::AsyncWorker {
  public:
@@ -28,6 +55,11 @@ class AdapterWorker : public Napi::AsyncWorker {
     struct stat st {};
     if (stat(path_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
       Fail(ErrorCode::ModelNotFound, "LoRA adapter file not found: \"" + path_ + "\"");
+      return;
+    }
+    const std::string vocab = VocabularyMismatch(path_, handle_->n_vocab);
+    if (!vocab.empty()) {
+      Fail(ErrorCode::ModelInvalid, "LoRA adapter \"" + path_ + "\" is for another vocabulary: " + vocab);
       return;
     }
     LogCapture capture;

@@ -4,7 +4,7 @@
 // `<W>.lora_a` [in, rank] and `<W>.lora_b` [rank, out]. llama.cpp adds
 // scale * (alpha / rank) * B (A x) to W x (scale alone when alpha is 0): row k of A is a
 // direction of the input, column k of B what it adds to each output.
-import type { GgufSpec, GgufTensorSpec } from './types.js';
+import type { GgufSpec, GgufTensorSpec, GgufValue } from './types.js';
 import { val } from './types.js';
 
 /** One adapted base tensor. */
@@ -27,6 +27,8 @@ export interface LoraAdapterSpec {
   readonly rank: number;
   readonly tensors: readonly LoraTensorSpec[];
   readonly name?: string;
+  /** More metadata (e.g. `llama.vocab_size`, which llamux checks against the model's vocabulary). */
+  readonly metadata?: ReadonlyArray<readonly [string, GgufValue]>;
 }
 
 /** The GGUF content of a LoRA adapter (write it with encodeGguf / writeGgufFile). */
@@ -47,6 +49,7 @@ export function buildLoraAdapter(spec: LoraAdapterSpec): GgufSpec {
       ['general.name', val.string(spec.name ?? 'llamux-test-lora')],
       ['adapter.type', val.string('lora')],
       ['adapter.lora.alpha', val.f32(spec.alpha)],
+      ...(spec.metadata ?? []),
     ],
     tensors,
   };

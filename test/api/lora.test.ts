@@ -168,6 +168,10 @@ describe('bad adapters', () => {
     expect(await refused(join(dir, 'qwen.gguf'))).toMatchObject({ code: 'MODEL_INVALID', message: expect.stringContaining('arch') });
     writeFileSync(join(dir, 'vocab.gguf'), adapterGguf({ vocab: V + 7 }));
     expect(await refused(join(dir, 'vocab.gguf'))).toMatchObject({ code: 'MODEL_INVALID', message: expect.stringContaining('shape') });
+    writeFileSync(join(dir, 'declared.gguf'), adapterGguf({ declaredVocab: V + 1 }));
+    expect(await refused(join(dir, 'declared.gguf'))).toMatchObject({ code: 'MODEL_INVALID', message: expect.stringContaining('another vocabulary') });
+    writeFileSync(join(dir, 'same.gguf'), adapterGguf({ declaredVocab: V }));
+    expect((await model.loadAdapter(join(dir, 'same.gguf'))).metadata['llama.vocab_size']).toBe(String(V));
     const whole = readFileSync(join(dir, 'deep.gguf'));
     writeFileSync(join(dir, 'truncated.gguf'), whole.subarray(0, whole.length - 64));
     expect((await refused(join(dir, 'truncated.gguf'))).code).toBe('MODEL_INVALID');
