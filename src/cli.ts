@@ -8,7 +8,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Agent, type AgentEvent } from './agent/index.js';
 import { fromNative, isLlamuxError } from './errors.js';
 import { MARKER_PRESETS, detectMarkerPreset } from './engine/markers.js';
-import { UsageError, intArg, parseMarkersArg, parseRpcList, progressPrinter, specArgs } from './cli/args.js';
+import { UsageError, intArg, parseMarkersArg, parseRpcList, progressPrinter, specArgs, takeLoraScaled } from './cli/args.js';
 
 export { parseMarkersArg, parseRpcList } from './cli/args.js';
 import { loadModel, planForFile } from './model/load.js';
@@ -33,7 +33,8 @@ function parse<T extends NonNullable<ParseArgsConfig['options']>>(args: string[]
   }
 }
 
-async function serve(args: string[]): Promise<void> {
+async function serve(argv: string[]): Promise<void> {
+  const { rest: args, scaled } = takeLoraScaled(argv);
   const { values } = parse(args, {
     model: { type: 'string', short: 'm' },
     models: { type: 'string' },
@@ -70,6 +71,7 @@ async function serve(args: string[]): Promise<void> {
     'chat-template': { type: 'string' },
     'max-body': { type: 'string' },
     rpc: { type: 'string' },
+    lora: { type: 'string', multiple: true },
     quiet: { type: 'boolean', short: 'q' },
   });
   if (values.help) {
@@ -135,6 +137,7 @@ async function serve(args: string[]): Promise<void> {
     ...(values['chat-template'] !== undefined ? { chatTemplate: readFileSync(values['chat-template'], 'utf8') } : {}),
     ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
     ...(values.rpc !== undefined ? { rpcServers: parseRpcList(values.rpc) } : {}),
+    ...(values.lora || scaled.length ? { lora: [...(values.lora ?? []), ...scaled] } : {}),
     // Router mode logs each model's load (the server's log) instead of a progress line.
     ...(values.models === undefined ? { onProgress: progress.onProgress } : {}),
   });

@@ -5,6 +5,7 @@
 
 // ---- models, contexts, sessions --------------------------------------------------------
 export { Model, TokenAttribute } from './model/model.js';
+export { Adapter, type AdapterUse } from './model/adapter.js';
 export { loadModel, planForFile } from './model/load.js';
 export { ModelPool, ModelLoadError } from './model/pool.js';
 export type { ModelLease, ModelPoolEntry, ModelPoolEvents, ModelPoolOptions, PooledModel, PooledModelState, PooledModelStatus, UnloadReason } from './model/pool.js';

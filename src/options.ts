@@ -6,6 +6,7 @@ import { MarkerOptionSchema } from './engine/markers.js';
 import { ReasoningOptionSchema } from './engine/reasoning.js';
 import { deprecate } from './deprecation.js';
 import { formatIssues } from './issues.js';
+import { Adapter } from './model/adapter.js';
 
 const zodSchema = z.custom<z.core.$ZodType>((v) => typeof v === 'object' && v !== null && '_zod' in v, { message: 'expected a zod schema' });
 
@@ -108,6 +109,19 @@ export const GGML_TYPE_IDS: Record<z.infer<typeof kvType>, number> = {
  * sequence's decode step. Output is exactly what it would be without it (greedy token for
  * token; sampled runs draw the same tokens for a seed). Off on recurrent and hybrid models.
  */
+/** One LoRA adapter of a set: `{ adapter, scale }` (scale default 1; 0 turns it off). */
+const AdapterUseSchema = z
+  .object({
+    adapter: z.custom<Adapter>((v) => v instanceof Adapter, { message: 'expected an Adapter from model.loadAdapter()' }),
+    scale: z.number().finite().min(-1000).max(1000).default(1),
+  })
+  .strict();
+/** A set of LoRA adapters (each at most once). */
+export const AdapterSetSchema = z
+  .array(AdapterUseSchema)
+  .max(64)
+  .refine((set) => new Set(set.map((u) => u.adapter)).size === set.length, { message: 'each adapter may be listed once' });
+
 export const SpeculativeOptionsSchema = z
   .object({
     /**
@@ -239,6 +253,8 @@ export const ContextOptionsSchema = z
     idleKvSpillMs: z.number().int().min(0).default(0),
     /** Idle sessions release their pinned sequence after this many milliseconds. */
     sessionTtlMs: z.number().int().positive().default(600_000),
+    /** LoRA adapters every request uses unless it names its own `adapters` (default: none). */
+    adapters: AdapterSetSchema.default([]),
   })
   .strict();
 export type ContextOptions = z.input<typeof ContextOptionsSchema>;
@@ -343,6 +359,11 @@ const GenerateFieldsSchema = SamplingOptionsSchema.extend({
   cacheScope: z.string().min(1).max(256).optional(),
   /** A key from prefillOnly(): the prompt continues that prefix. */
   parentKey: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  /**
+   * LoRA adapters for this request, with their scales (`model.loadAdapter()`); `[]`: the base
+   * model. Default: the context's `adapters`. KV is reused only under the same set and scales.
+   */
+  adapters: AdapterSetSchema.optional(),
   /** Speculative decoding for this request when the context has it (default true); false: plain decoding. */
   speculative: z.boolean().default(true),
   /** `progress` events while the prompt is prefilled: one after each prefill chunk (tokens done of the total). */
@@ -419,6 +440,8 @@ export type SessionOptions = z.input<typeof SessionOptionsSchema>;
 export const PrefillOptionsSchema = z
   .object({
     parentKey: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    /** LoRA adapters the prefix is computed with (default: the context's); part of the key. */
+    adapters: AdapterSetSchema.optional(),
     /** Add BOS etc. to a text prompt; default: true without parentKey, false with one. */
     addSpecial: z.boolean().optional(),
     parseSpecial: z.boolean().default(false),

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <mutex>
+#include <shared_mutex>
 
 #include "engine/context_shift.h"
 
@@ -44,6 +46,12 @@ static void CheckMirror(const Request &r) {
          (r.Seq()->Size() == r.nPast && std::equal(r.Seq()->Tokens().begin(), r.Seq()->Tokens().end(), r.tokens.begin())));
 }
 
+// Whether a request takes rows in a tick: a decoding token, or prompt (or a preempted
+// request's recompute) still to prefill; a paused request prefills its prompt only.
+static bool WantsRows(const Request &r) {
+  return !r.Done() && r.tokens.size() > r.nPast && !(r.nGenerated > 0 && r.Paused());
+}
+
 bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
   // 0) A full sequence that shifts makes room first (context_shift.h).
   for (auto &rp : active) {
@@ -53,11 +61,12 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
   batch_.n_tokens = 0;
   members_.clear();
   drafts_ = false;
+  turns_.Choose(active, &WantsRows);
   // 1) One token for every decoding sequence: decoding never waits behind a prompt.
   int32_t decoders = 0;
   for (auto &rp : active) {
     const Request &r = *rp;
-    if (!r.Done() && !r.Paused() && r.nGenerated > 0 && r.tokens.size() - r.nPast == 1) decoders++;
+    if (!r.Done() && !r.Paused() && r.nGenerated > 0 && r.tokens.size() - r.nPast == 1 && turns_.InTurn(r)) decoders++;
   }
   for (auto &rp : active) {
     Request &r = *rp;
@@ -65,7 +74,8 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
     r.tick.logitIdx = -1;
     r.tick.first = -1;
     std::vector<llama_token> &draft = r.spec.draft;
-    if (r.Done() || r.Paused() || r.nGenerated == 0 || r.tokens.size() - r.nPast != 1 || batch_.n_tokens >= capacity_) {
+    if (r.Done() || r.Paused() || r.nGenerated == 0 || r.tokens.size() - r.nPast != 1 || !turns_.InTurn(r) ||
+        batch_.n_tokens >= capacity_) {
       draft.clear();
       if (batch_.n_tokens >= capacity_) break;
       continue;
@@ -86,7 +96,7 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
   for (auto &rp : active) {
     Request &r = *rp;
     if (prefillAllowance <= 0) break;
-    if (r.Done()) continue;
+    if (r.Done() || !turns_.InTurn(r)) continue;
     size_t pending = r.tokens.size() - r.nPast;
     if (pending == 0) continue;
     // A generating request decodes one token above; more pending means it was preempted
@@ -118,7 +128,16 @@ int32_t GuardedDecode(llama_context *ctx, const llama_batch &b) {
   }
 }
 
-int32_t Batch::Decode() { return GuardedDecode(ctx_, batch_); }
+int32_t Batch::Decode() {
+  const AdapterSet &set = turns_.Chosen();
+  if (set.key == appliedKey_) return GuardedDecode(ctx_, batch_);
+  // A switch: llama.cpp reserves its graph again in this decode, reading the model's adapter
+  // list, which a loading adapter may be changing (AdapterLoadMutex).
+  std::shared_lock<std::shared_mutex> lk(AdapterLoadMutex());
+  if (!ApplyAdapters(ctx_, set)) return -101;
+  appliedKey_ = set.key;
+  return GuardedDecode(ctx_, batch_);
+}
 
 void Batch::Commit() {
   for (Request *rp : members_) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/adapter_turns.h"
 #include "engine/request_state.h"
 
 namespace llamux {
@@ -34,7 +35,8 @@ class Batch {
   Batch &operator=(const Batch &) = delete;
 
   // One token for every decoding request first (decoding never waits behind a prompt),
-  // then prompt chunks, oldest first, under the per-tick budget. False when empty.
+  // then prompt chunks, oldest first, under the per-tick budget. False when empty. Only the
+  // requests of one LoRA adapter set take part (AdapterTurns: the others wait a tick).
   bool Build(const std::vector<std::unique_ptr<Request>> &active);
   const std::vector<Request *> &Members() const { return members_; }
   // The llama_batch last decoded (its positions; the MTP drafter pairs rows with them).
@@ -42,8 +44,8 @@ class Batch {
   // Whether this tick's batch carries drafts (speculative decoding).
   bool HasDrafts() const { return drafts_; }
 
-  // llama_decode: 0 ok, 1 no room in the KV cache, 2 aborted, other values failed
-  // (-100: llama.cpp threw).
+  // llama_decode with the tick's adapter set applied: 0 ok, 1 no room in the KV cache,
+  // 2 aborted, other values failed (-100: llama.cpp threw, -101: it refused the adapters).
   int32_t Decode();
 
   // After a successful decode: every member's fed tokens are in its sequence's KV.
@@ -66,6 +68,8 @@ class Batch {
   size_t nCtxSeq_;
   std::vector<Request *> members_;
   bool drafts_ = false;
+  AdapterTurns turns_;
+  std::string appliedKey_;  // the adapter set the context holds ("" : none, llama.cpp's start)
 };
 
 }  // namespace llamux

@@ -66,7 +66,7 @@ llama_context *Embedder::ContextFor(int32_t pooling, std::string *error) {
   cp.abort_callback_data = abortData_;
   llama_context *ctx = nullptr;
   try {
-    ctx = llama_init_from_model(model_, cp);
+    ctx = InitContext(model_, cp);  // under the adapter lock (model/adapter.h)
   } catch (const std::exception &e) {
     *error = e.what();
     return nullptr;

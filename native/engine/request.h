@@ -14,6 +14,7 @@
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "engine/text_stream.h"
+#include "model/adapter.h"
 
 namespace llamux {
 
@@ -51,7 +52,9 @@ struct RequestParams {
   // KV reuse
   SessionHandle session = 0;      // pin a sequence across requests (0 = none)
   std::string sessionName;        // the session's name, for messages only
-  std::string cacheScope;         // reuse KV only within this scope ("" = shared; scoped KV stays out of the tiers)
+  std::string cacheScope;         // reuse KV only within this scope ("" = shared; scoped KV stays out of the tiers);
+                                  // with adapters it is AdapterScope(scope, adapters): their KV is scoped too
+  AdapterSet adapters;            // LoRA adapters this request decodes with (empty: the base model)
   bool waitForSession = false;    // wait instead of SESSION_BUSY
   int64_t sessionTtlMs = 0;       // this session's idle TTL (-1: the context's sessionTtlMs)
   bool continueSession = false;   // prompt = the session's committed tokens + this prompt

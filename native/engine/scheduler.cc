@@ -42,7 +42,7 @@ bool Scheduler::Submit(std::unique_ptr<RequestParams> params) {
 bool Scheduler::Start(std::string *error) {
   const llama_context_params cp = ContextParams(cfg_, model_, &CommandQueue::AbortCallback, &queue_);
   try {
-    ctx_ = llama_init_from_model(model_, cp);
+    ctx_ = InitContext(model_, cp);  // under the adapter lock (model/adapter.h)
   } catch (const std::exception &e) {
     *error = e.what();
     ctx_ = nullptr;

@@ -317,6 +317,17 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->sessionName = RequireString(env, o, "sessionName");
   p->waitForSession = RequireBool(env, o, "waitForSession");
   p->cacheScope = RequireString(env, o, "cacheScope");
+  if (p->cacheScope.find('\x1f') != std::string::npos) ThrowCoded(env, ErrorCode::InvalidArgument, "cacheScope must not contain the character U+001F");
+  {
+    Napi::Int32Array ids = RequireInt32Array(env, o, "adapterIds");
+    Napi::Float32Array scales = RequireFloat32Array(env, o, "adapterScales");
+    if (ids.ElementLength() != scales.ElementLength()) throw Napi::RangeError::New(env, "adapterIds and adapterScales must have the same length");
+    std::string why;
+    if (!AdapterSet::Make(model_->adapters, ids.Data(), scales.Data(), ids.ElementLength(), &p->adapters, &why)) {
+      ThrowCoded(env, ErrorCode::InvalidArgument, why);
+    }
+    p->cacheScope = AdapterScope(p->cacheScope, p->adapters);
+  }
   p->sessionTtlMs = RequireInt(env, o, "sessionTtlMs");
   p->continueSession = RequireBool(env, o, "continueSession");
   p->prefillOnly = RequireBool(env, o, "prefillOnly");

@@ -39,6 +39,11 @@ Napi::Int32Array RequireInt32Array(Napi::Env env, const Napi::Object &o, const c
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) MissingKey(env, key, "an Int32Array");
   return v.As<Napi::Int32Array>();
 }
+Napi::Float32Array RequireFloat32Array(Napi::Env env, const Napi::Object &o, const char *key) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) MissingKey(env, key, "a Float32Array");
+  return v.As<Napi::Float32Array>();
+}
 // A required Int32Array of token ids, each checked against the vocabulary.
 void ReadVocabTokens(Napi::Env env, const Napi::Object &o, const char *key, int32_t nVocab, std::vector<llama_token> *dst) {
   Napi::Int32Array a = RequireInt32Array(env, o, key);

@@ -20,6 +20,7 @@ double RequireNumber(Napi::Env env, const Napi::Object &o, const char *key);
 int64_t RequireInt(Napi::Env env, const Napi::Object &o, const char *key);
 std::string RequireString(Napi::Env env, const Napi::Object &o, const char *key);
 Napi::Int32Array RequireInt32Array(Napi::Env env, const Napi::Object &o, const char *key);
+Napi::Float32Array RequireFloat32Array(Napi::Env env, const Napi::Object &o, const char *key);
 // A required Int32Array of token ids, each checked against the vocabulary.
 void ReadVocabTokens(Napi::Env env, const Napi::Object &o, const char *key, int32_t nVocab, std::vector<llama_token> *dst);
 // `textDrop`: token ids, sequences separated by -1.

@@ -40,7 +40,8 @@ Reuse::Measured Reuse::Measure(const Request &r, const Sequence &target, const S
   in.target = target.Id();
   if (!d_.prefixCache) return m;
   RamTier *ram = d_.tiers->Ram();
-  if (sess != nullptr && sess->sequence < 0 && ram != nullptr) {
+  // a session spilled under another scope (another tenant, or other adapters) is not restored
+  if (sess != nullptr && sess->sequence < 0 && ram != nullptr && sess->scope == scope) {
     if (CacheEntry *e = ram->FindSession(SessionKey(sess->handle))) {
       m.spilled = e;
       m.spilledExact = sess->exact;

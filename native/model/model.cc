@@ -381,6 +381,7 @@ Napi::Object Model::Init(Napi::Env env, Napi::Object exports) {
       InstanceMethod<&Model::Metadata>("metadata"),
       InstanceMethod<&Model::Dispose>("dispose"),
       InstanceMethod<&Model::RpcState>("rpcState"),
+      InstanceMethod<&Model::LoadAdapter>("loadAdapter"),
   });
   addon::ModelConstructor(env) = Napi::Persistent(ctor);
   exports.Set("Model", ctor);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "model/adapter.h"
 #include "model/rpc.h"
 #include "model/tokenizer.h"
 
@@ -25,6 +26,8 @@ struct ModelHandle {
   std::shared_ptr<rpc::Group> rpc;
   // Loaded with its multi-token-prediction blocks (LoadOptions mtp on a model that has them).
   bool mtpLoaded = false;
+  // The LoRA adapters loaded on it (Model.loadAdapter); llama.cpp frees them with the model.
+  AdapterRegistry adapters;
   // What the bounded tokenizer needs to know of the vocabulary (built on first use).
   const TokenizerIndex &Tokenizer();
   ~ModelHandle();
@@ -54,6 +57,7 @@ class Model : public Napi::ObjectWrap<Model> {
   Napi::Value Metadata(const Napi::CallbackInfo &info);
   Napi::Value Dispose(const Napi::CallbackInfo &info);
   Napi::Value RpcState(const Napi::CallbackInfo &info);
+  Napi::Value LoadAdapter(const Napi::CallbackInfo &info);  // adapter_js.cc
 
   std::shared_ptr<ModelHandle> handle_;
 };

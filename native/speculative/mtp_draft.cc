@@ -44,7 +44,7 @@ bool MtpDraft::Start(llama_model *model, llama_context *target, uint32_t context
   cp.n_threads_batch = llama_n_threads_batch(target);
   cp.no_perf = true;
   try {
-    ctx_ = llama_init_from_model(model, cp);
+    ctx_ = InitContext(model, cp);  // under the adapter lock (model/adapter.h)
   } catch (const std::exception &) {
     ctx_ = nullptr;
   }

@@ -47,6 +47,29 @@ export function specArgs(
   return { speculative: { mode, ...(n !== undefined ? { draftMax: n } : {}) } };
 }
 
+/**
+ * llama-server's `--lora-scaled PATH SCALE` takes two values, which parseArgs cannot: taken out
+ * of the arguments first, in order.
+ */
+export function takeLoraScaled(args: readonly string[]): { rest: string[]; scaled: Array<{ path: string; scale: number }> } {
+  const rest: string[] = [];
+  const scaled: Array<{ path: string; scale: number }> = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] !== '--lora-scaled') {
+      rest.push(args[i]!);
+      continue;
+    }
+    const path = args[i + 1];
+    const scale = Number(args[i + 2]);
+    if (path === undefined || path.startsWith('--') || args[i + 2] === undefined || args[i + 2]!.trim() === '' || !Number.isFinite(scale)) {
+      throw new UsageError('--lora-scaled expects PATH SCALE (a file and a number)');
+    }
+    scaled.push({ path, scale });
+    i += 2;
+  }
+  return { rest, scaled };
+}
+
 /** --rpc host:port,host:port */
 export function parseRpcList(value: string): string[] {
   const list = value.split(',').map((s) => s.trim()).filter(Boolean);

@@ -64,6 +64,9 @@ Options:
                             with "speculative": false
       --draft-model PATH    With --spec draft: a small model with the same vocabulary
       --spec-draft-max N    With --spec ngram or mtp: draft tokens per verification (default 12)
+      --lora PATH           A LoRA adapter of the model, applied at scale 1 (repeatable);
+                            requests set scales with "lora": [{"id": 0, "scale": 0.5}]
+      --lora-scaled PATH S  The same at scale S (repeatable); GET /lora-adapters lists them
       --store PATH          SQLite file of the tool-call store and the stored responses (default: in memory)
       --chat-template FILE  Jinja chat template replacing the model's own
       --max-body BYTES      Largest accepted request body (default 4194304)

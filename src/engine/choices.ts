@@ -10,6 +10,7 @@ import { applyResponseFormat, checkLogitBias, toolFields } from '../native/reque
 import { GenerateOptionsSchema, parseOptions, type GenerateOptions } from '../options.js';
 import { joinTokens, promptTokens } from './prompt-tokens.js';
 import type { Session } from './session.js';
+import type { AdapterUse } from '../model/adapter.js';
 
 /** What generateChoices needs of its Context. */
 export interface ChoicesPort {
@@ -19,7 +20,7 @@ export interface ChoicesPort {
   createSession(): Session;
   prefixTokens(key: string): Int32Array;
   /** Computes `prefix`'s KV on the session's sequence, generating nothing. */
-  prefill(session: Session, prefix: Int32Array, signal: AbortSignal | undefined, cacheScope: string): Promise<void>;
+  prefill(session: Session, prefix: Int32Array, signal: AbortSignal | undefined, cacheScope: string, adapters: readonly AdapterUse[] | undefined): Promise<void>;
 }
 
 export async function generateChoices(ctx: ChoicesPort, options: GenerateOptions & { n: number }): Promise<Generation[]> {
@@ -41,7 +42,8 @@ export async function generateChoices(ctx: ChoicesPort, options: GenerateOptions
   try {
     // Everything but the last prompt token: each choice decodes that one for its own logits.
     const root = sessions[0]!;
-    await ctx.prefill(root, tokens.subarray(0, tokens.length - 1), o.signal, o.cacheScope ?? '');
+    // with the choices' adapters: KV computed under another set would not be reused by them
+    await ctx.prefill(root, tokens.subarray(0, tokens.length - 1), o.signal, o.cacheScope ?? '', o.adapters);
     for (let i = 1; i < n; i++) sessions.push(await root.fork());
   } catch (e) {
     await Promise.allSettled(sessions.map((s) => s.end()));

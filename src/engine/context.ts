@@ -10,6 +10,7 @@ import { generateChoices } from './choices.js';
 import { Generation } from './generation.js';
 import { InFlight } from './in-flight.js';
 import { PrefixKeys } from './prefix-keys.js';
+import { adapterKey, resolveAdapters, type AdapterUse } from '../model/adapter.js';
 import { resolveMarkers, type ResolvedMarkers } from './markers.js';
 import { resolveReasoningMarkers, type ResolvedReasoningMarkers } from './reasoning.js';
 import type { ModelHandle, RegisteredModel } from '../model/handle.js';
@@ -109,6 +110,8 @@ export class Context {
     if (this.#sessions.get(id)?.deref() === undefined) this.#sessions.delete(id);
   });
   #prefixKeys = new PrefixKeys();
+  /** The LoRA adapters of requests that name none (createContext's `adapters`). */
+  #adapters: readonly AdapterUse[];
   #embeds = new EmbedJobs();
   #embedPort: EmbedPort = {
     model: undefined as unknown as ModelHandle, // set in the constructor
@@ -141,6 +144,7 @@ export class Context {
     // Model.createContext filled in the model's default markers (loadModel's toolCallMarkers).
     this.markers = resolveMarkers(model, opts.toolCallMarkers);
     this.reasoningMarkers = resolveReasoningMarkers(model, opts.reasoningMarkers);
+    this.#adapters = resolveAdapters(opts.adapters, [], model);
     this.#native = new native.Context(model.nativeHandle(), contextConfig(opts, this.markers), Context.#eventSink(new WeakRef(this)));
     busyContexts.add(this); // until 'ready' (or the creation error) arrives
   }
@@ -288,7 +292,7 @@ export class Context {
 
   #generate(options: GenerateOptions | SessionGenerateOptions, session: Session | undefined): Generation {
     if (this.#disposed) throw this.#gone();
-    const o = applyResponseFormat(parseOptions(GenerateOptionsSchema, options, 'generate options'));
+    const o = this.#withAdapters(applyResponseFormat(parseOptions(GenerateOptionsSchema, options, 'generate options')));
     let target: SessionRef | undefined = session;
     if (!session && o.sessionId !== undefined) {
       deprecate('LLAMUX_DEP_SESSION_ID', 'generate({ sessionId }) is deprecated: use ctx.createSession() and session.generate()');
@@ -409,8 +413,9 @@ export class Context {
         generate: (o) => this.generate(o),
         createSession: () => this.createSession(),
         prefixTokens: (key) => this.#prefixKeys.tokens(key),
-        prefill: async (session, prefix, signal, cacheScope) => {
-          await this.#run({ emitTokenIds: false, highWaterMark: 1 << 30, signal }, () => prefix, (id, p) => prefillRequest(id, p, session, cacheScope), session).result;
+        prefill: async (session, prefix, signal, cacheScope, adapters) => {
+          const set = resolveAdapters(adapters, this.#adapters, this.model);
+          await this.#run({ emitTokenIds: false, highWaterMark: 1 << 30, signal }, () => prefix, (id, p) => prefillRequest(id, p, session, cacheScope, set), session).result;
         },
       },
       options,
@@ -428,10 +433,11 @@ export class Context {
     const o = parseOptions(PrefillOptionsSchema, options, 'prefillOnly options');
     let tokens = await promptTokens(this.model, prompt, o);
     if (o.parentKey) tokens = joinTokens(this.#prefixKeys.tokens(o.parentKey), tokens);
-    const key = this.#prefixKeys.remember(this.settings.layoutKey, tokens);
+    const adapters = resolveAdapters(o.adapters, this.#adapters, this.model);
+    const key = this.#prefixKeys.remember(this.settings.layoutKey, tokens, adapterKey(adapters));
     const session = o.sessionId === undefined ? undefined : this.#sessionRef(o.sessionId);
     const run = { emitTokenIds: false, highWaterMark: 1 << 30, signal: o.signal };
-    const r = await this.#run(run, () => tokens, (id, p) => prefillRequest(id, p, session), session).result;
+    const r = await this.#run(run, () => tokens, (id, p) => prefillRequest(id, p, session, '', adapters), session).result;
     return { key, tokens: tokens.length, reusedTokens: r.reusedTokens, prefilledTokens: r.prefilledTokens, cache: r.cache };
   }
 
@@ -456,7 +462,7 @@ export class Context {
    */
   infill(options: InfillOptions): Generation {
     if (this.#disposed) throw this.#gone();
-    const o = applyResponseFormat(parseOptions(InfillOptionsSchema, options, 'infill options'));
+    const o = this.#withAdapters(applyResponseFormat(parseOptions(InfillOptionsSchema, options, 'infill options')));
     fimTokens(this.model);
     const g: ParsedGenerateOptions = { ...o, prompt: '' };
     const tools = toolFields(g, this.markers, this.model);
@@ -466,11 +472,16 @@ export class Context {
 
   #continue(session: SessionRef, tail: string | Int32Array | number[], options: SessionContinueOptions): Generation {
     if (this.#disposed) throw this.#gone();
-    const o = applyResponseFormat(parseOptions(ContinueOptionsSchema, options, 'continue options'));
+    const o = this.#withAdapters(applyResponseFormat(parseOptions(ContinueOptionsSchema, options, 'continue options')));
     const tools = toolFields(o, this.markers, this.model);
     checkLogitBias(o, this.model.vocab.size);
     const tokens = () => promptTokens(this.model, tail, { addSpecial: false, parseSpecial: o.parseSpecial, signal: o.signal });
     return this.#run(o, tokens, (id, p) => continueRequest(id, o, p, tools, session, reasoningFields(o, this.reasoningMarkers, p)), session);
+  }
+
+  /** Parsed options with the request's adapter set resolved (its own, or the context's default). */
+  #withAdapters<T extends { adapters?: AdapterUse[] | undefined }>(o: T): T {
+    return { ...o, adapters: [...resolveAdapters(o.adapters, this.#adapters, this.model)] };
   }
 
   /** Queues a session command after every request started before it (in call order). */

@@ -4,10 +4,14 @@
 import { createHash } from 'node:crypto';
 import { LlamuxError } from '../errors.js';
 
-/** Content address of a token prefix under a layout key. */
-export function prefixKey(layoutKey: string, tokens: Int32Array): string {
+/**
+ * Content address of a token prefix under a layout key and a LoRA adapter set (its key from
+ * adapterKey(), src/model/adapter.ts; '' for the base model, which keeps the keys it always had).
+ */
+export function prefixKey(layoutKey: string, tokens: Int32Array, adapters = ''): string {
   const h = createHash('sha256');
   h.update(layoutKey);
+  if (adapters !== '') h.update(`\0lora:${adapters}\0`);
   h.update(Buffer.from(tokens.buffer, tokens.byteOffset, tokens.byteLength));
   return h.digest('hex');
 }
@@ -17,8 +21,8 @@ export class PrefixKeys {
   #tokens = new Map<string, Int32Array>();
 
   /** Records a warmed prefix; returns its key. */
-  remember(layoutKey: string, tokens: Int32Array): string {
-    const key = prefixKey(layoutKey, tokens);
+  remember(layoutKey: string, tokens: Int32Array, adapters = ''): string {
+    const key = prefixKey(layoutKey, tokens, adapters);
     this.#tokens.delete(key);
     this.#tokens.set(key, tokens);
     if (this.#tokens.size > 4096) this.#tokens.delete(this.#tokens.keys().next().value!);

@@ -33,6 +33,8 @@ export type { GgufFile, GgufTensorInfo, ParseGgufOptions, ReadGgufFileOptions } 
 export { buildSpmVocab, sp, SpmVocab, SPACE, spmVocabFromMetadata, words } from './vocab.js';
 export type { SpecialTokenSpec, SpmVocabOptions, TokenizeOptions, VocabEntry } from './vocab.js';
 export { buildScriptedModel, writeBytesAtomic, writeScriptedModel } from './scripted.js';
+export { buildLoraAdapter } from './lora.js';
+export type { LoraAdapterSpec, LoraTensorSpec } from './lora.js';
 export type {
   BuiltScriptedModel,
   FlagRule,

@@ -3,6 +3,8 @@ import type { Context } from '../engine/context.js';
 import type { ParsedContextOptions } from '../native/request.js';
 import { LlamuxError, abortError, fromNative } from '../errors.js';
 import type { FitPlan } from './fit.js';
+import { Adapter } from './adapter.js';
+import { resolve as resolvePath } from 'node:path';
 import type { ModelHandle } from './handle.js';
 import type { ModelMetadata, TokenInfo, VocabInfo } from './types.js';
 import { toInt32Array } from '../engine/tokens.js';
@@ -148,6 +150,25 @@ export class Model implements ModelHandle {
    */
   setTokenizeCancelFlag(flag: Int32Array | undefined): void {
     this.#cancel = flag;
+  }
+
+  /**
+   * Loads a LoRA adapter (a GGUF with `general.type` "adapter", as llama.cpp's
+   * convert_lora_to_gguf.py writes) for this model's contexts: pass it in a request's `adapters`
+   * (`[{ adapter, scale }]`) or a context's default `adapters`. It stays loaded until the model is
+   * freed (after dispose(), when its last context closes).
+   * @throws LlamuxError MODEL_NOT_FOUND (no such file), MODEL_INVALID (not a LoRA adapter, or one
+   *   for another architecture or other tensor shapes, e.g. another vocabulary; a corrupt file),
+   *   UNSUPPORTED (an aLoRA; a model on RPC servers or loaded vocabOnly), DISPOSED
+   */
+  async loadAdapter(path: string): Promise<Adapter> {
+    const n = this.#n();
+    if (typeof path !== 'string' || path === '') throw new LlamuxError('INVALID_ARGUMENT', 'Expected the adapter path to be a non-empty string');
+    try {
+      return new Adapter(this, await n.loadAdapter(resolvePath(path)));
+    } catch (e) {
+      throw fromNative(e);
+    }
   }
 
   /** Token ids to text. `special` renders control tokens (e.g. "<s>") into the text. */

@@ -65,5 +65,7 @@ export interface NativeModel {
   metadata(): NativeMetadata;
   /** null for a local model. */
   rpcState(): NativeRpcState | null;
+  /** A LoRA adapter loaded on a worker thread (native/model/adapter_js.cc); freed with the model. */
+  loadAdapter(path: string): Promise<{ id: number; path: string; fingerprint: string; metadata: Record<string, string> }>;
   dispose(): void;
 }

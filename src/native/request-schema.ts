@@ -95,6 +95,9 @@ export const NATIVE_REQUEST_KEYS = {
   waitForSession: 'boolean',
   /** KV reuse only within this scope (tenant isolation); '': the shared scope. */
   cacheScope: 'string',
+  /** LoRA adapters (ids from model.loadAdapter, of this context's model) and their scales, index by index; empty: the base model. */
+  adapterIds: 'Int32Array',
+  adapterScales: 'Float32Array',
   /** This session's idle TTL; -1: the context's sessionTtlMs. */
   sessionTtlMs: 'number',
   continueSession: 'boolean',

@@ -14,6 +14,7 @@ import { promptOpensReasoning, type ResolvedReasoningMarkers } from '../engine/r
 import { GGML_TYPE_IDS, type ContextOptionsSchema, type ParsedContinueOptions, type ParsedGenerateOptions } from '../options.js';
 import { isZodSchema, parametersJsonSchema } from '../tool-schema.js';
 import { toInt32Array } from '../engine/tokens.js';
+import { adapterFields, type AdapterUse } from '../model/adapter.js';
 import type { z } from 'zod';
 
 export type ParsedContextOptions = z.output<typeof ContextOptionsSchema>;
@@ -179,7 +180,7 @@ export function applyResponseFormat<T extends ParsedGenerateOptions | ParsedCont
 
 type Sampled = Pick<
   NativeRequest,
-  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'logprobs' | 'greedyToolSyntax' | 'cacheScope' | 'speculative' | 'progress' | 'overflow' | 'nKeep'
+  | 'maxTokens' | 'stop' | 'emitTokenIds' | 'renderSpecial' | 'logprobs' | 'greedyToolSyntax' | 'cacheScope' | 'adapterIds' | 'adapterScales' | 'speculative' | 'progress' | 'overflow' | 'nKeep'
   | 'temperature' | 'topK' | 'topP' | 'minP' | 'typicalP' | 'repeatPenalty' | 'frequencyPenalty' | 'presencePenalty' | 'penaltyLastN' | 'seed'
   | 'grammar' | 'grammarRoot' | 'logitBiasTokens' | 'logitBiasValues'
 >;
@@ -201,6 +202,7 @@ function sampledFields(o: ParsedGenerateOptions | ParsedContinueOptions): Sample
     logprobs: o.logprobs ?? -1,
     greedyToolSyntax: o.greedyToolSyntax,
     cacheScope: o.cacheScope ?? '',
+    ...adapterFields(o.adapters),
     speculative: o.speculative,
     progress: o.progress,
     overflow: o.overflow,
@@ -271,7 +273,7 @@ export function continueRequest(
 }
 
 /** `prefillOnly()`: computes the prompt's KV and generates nothing, so sampling is fixed. */
-export function prefillRequest(id: number, promptTokens: Int32Array, session: SessionRef | undefined, cacheScope = ''): NativeRequest {
+export function prefillRequest(id: number, promptTokens: Int32Array, session: SessionRef | undefined, cacheScope = '', adapters: readonly AdapterUse[] = []): NativeRequest {
   return {
     id,
     promptTokens,
@@ -286,6 +288,7 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
     logprobs: -1,
     greedyToolSyntax: false,
     cacheScope,
+    ...adapterFields(adapters),
     speculative: false,
     progress: false,
     overflow: 'stop',

@@ -78,7 +78,7 @@ export async function handleCompletions(req: IncomingMessage, res: ServerRespons
   const n = body.n ?? 1;
   if (body.best_of != null && body.best_of !== n) throw new HttpError(400, 'invalid_request', 'best_of must equal n on this server (every choice is returned)', 'best_of');
   if (body.echo && body.logprobs != null) throw new HttpError(400, 'invalid_request', 'echo with logprobs is not supported by this server (prompt tokens have no logprobs here)', 'echo');
-  const options = generateOptions(body);
+  const options = { ...generateOptions(body), ...service.adapters.options(body.lora) };
   const prompt = await promptTokensOf(service, body, o.maxPromptBytes, signal);
   const fitted = fitPrompt(prompt.tokens, service.context.settings.sequenceContextSize, body.max_tokens ?? undefined, service.overflow);
   const headers: Record<string, string> = {};

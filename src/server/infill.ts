@@ -51,6 +51,7 @@ export async function handleInfill(req: IncomingMessage, res: ServerResponse, se
     suffix: b.input_suffix,
     ...(b.input_extra ? { extra: b.input_extra } : {}),
     ...samplingOptions(b),
+    ...service.adapters.options(b.lora),
     ...(maxTokens !== undefined ? { maxTokens } : {}),
     stop: b.stop == null ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop,
     signal: o.signal,

@@ -10,6 +10,8 @@ import type { ContextOptions, SpeculativeOptions } from '../options.js';
 import type { ServerMetrics } from './metrics.js';
 import { PromptPool } from './prompt-pool.js';
 import { ChatService, type ServerLog } from './service.js';
+import type { z } from 'zod';
+import { ServerAdapters, type ServerLoraSchema } from './lora.js';
 import { ToolCallStore, type ToolCallStoreLimits } from './store.js';
 
 /** The server options a model's context and service are made from. */
@@ -32,6 +34,8 @@ export interface ModelServiceSettings {
   isolateTenants: boolean;
   overflow: 'error' | 'truncate-middle';
   contextShift: boolean;
+  /** LoRA adapters of the model (--lora): paths, or { path, scale }. */
+  lora?: Array<z.output<typeof ServerLoraSchema>>;
 }
 
 /** A model's chat service and the parts it owns. */
@@ -39,6 +43,8 @@ export interface ModelService {
   readonly service: ChatService;
   readonly store: ToolCallStore;
   readonly prompts: PromptPool;
+  /** Its LoRA adapters and their default scales (GET/POST /lora-adapters). */
+  readonly adapters: ServerAdapters;
   /** Stops the prompt workers and closes the store (the context and model are the caller's). */
   close(): Promise<void>;
 }
@@ -84,6 +90,7 @@ export async function createModelService(
       ...(s.overflow === 'error' ? { maxTokens: context.settings.sequenceContextSize - 1 } : {}),
     });
     await prompts.start();
+    const adapters = await ServerAdapters.load(model, s.lora ?? []);
     const service = new ChatService({
       model,
       context,
@@ -96,12 +103,14 @@ export async function createModelService(
       overflow: s.overflow,
       contextShift: s.contextShift,
       log: shared.log,
+      adapters,
     });
     const p = prompts;
     return {
       service,
       store,
       prompts: p,
+      adapters,
       async close() {
         await p.close();
         store.close();

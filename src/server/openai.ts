@@ -314,6 +314,7 @@ export async function handleChatCompletions(
   checkParts(raw);
   const body = parseBody(ChatCompletionRequestSchema, raw);
   const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
+  Object.assign(chatReq.generate, service.adapters.options(body.lora));
   const prepared = await service.prepare(chatReq, signal);
   const headers: Record<string, string> = { 'x-llamux-conversation': prepared.conversationId };
   if (prepared.truncatedTokens > 0) headers['x-llamux-truncated-tokens'] = String(prepared.truncatedTokens);

@@ -2,6 +2,7 @@
 // generate options.
 import { z } from 'zod';
 import type { GenerateOptions } from '../options.js';
+import { LoraField } from './lora.js';
 
 export const nullable = <T extends z.ZodType>(t: T) => t.nullable().optional();
 
@@ -19,6 +20,8 @@ export const samplingFields = {
   logit_bias: nullable(z.record(z.string().regex(/^\d+$/), z.number().min(-100).max(100))),
   /** llama-server's field: tokens a context shift keeps at the start (--context-shift; BOS besides); -1: the prompt. */
   n_keep: z.number().int().min(-1).max(1 << 24).optional(),
+  /** llama-server's per-request LoRA scales, [{ id, scale }] (ChatService.adapters maps them). */
+  lora: LoraField.optional(),
 };
 
 type SamplingBody = { [K in keyof typeof samplingFields]?: z.output<(typeof samplingFields)[K]> };

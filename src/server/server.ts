@@ -15,7 +15,8 @@ import { handleChatCompletions, type HandlerOptions } from './openai.js';
 import { handleEmbeddingEndpoint, isEmbeddingPath } from './embeddings.js';
 import { handleCountTokens, handleMessages } from './anthropic.js';
 import { handleCompletions, handleDetokenize, handleTokenize } from './completions.js';
-import { HttpError, ServerClosingError, sendError, sendJson, shutdownError, toHttpError, type ApiFlavor } from './http.js';
+import { HttpError, ServerClosingError, parseBody, readJson, sendError, sendJson, shutdownError, toHttpError, type ApiFlavor } from './http.js';
+import { LoraField, ServerAdapters, ServerLoraSchema, type ServerLora } from './lora.js';
 import { ServerMetrics } from './metrics.js';
 import type { PromptPool } from './prompt-pool.js';
 import type { ServerLog } from './service.js';
@@ -139,6 +140,12 @@ export interface ServerOptions {
   /** `host:port` of `llamux rpc-server` processes that hold the layers of `modelPath`
    * (see loadModel's `rpcServers`). */
   rpcServers?: string[];
+  /**
+   * LoRA adapters of the model (`--lora`, `--lora-scaled`): paths, or `{ path, scale }`. Requests
+   * use all of them at these scales unless their `lora` field says otherwise; GET /lora-adapters
+   * lists them and POST /lora-adapters changes the scales.
+   */
+  lora?: ServerLora[];
 }
 
 const ServerOptionsSchema = z
@@ -191,14 +198,15 @@ const ServerOptionsSchema = z
     modelName: z.string().min(1).optional(),
     onProgress: z.custom<(p: number) => void>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
     rpcServers: z.array(rpcEndpoint).min(1).max(16).optional(),
+    lora: z.array(ServerLoraSchema).max(64).optional(),
   })
   .strict()
   .refine((o) => [o.model, o.modelPath, o.models].filter((v) => v !== undefined).length === 1, { message: 'give exactly one of "model", "modelPath" and "models"' })
   .refine((o) => o.models !== undefined || (o.modelsMax === undefined && o.sleepIdleSeconds === undefined && o.modelsMemory === undefined), {
     message: '"modelsMax", "sleepIdleSeconds" and "modelsMemory" apply to router mode ("models")',
   })
-  .refine((o) => o.models === undefined || (o.modelName === undefined && o.draftModelPath === undefined && o.speculative !== 'draft'), {
-    message: 'router mode ("models") takes no "modelName" (models are named by the folder or config) and no draft model',
+  .refine((o) => o.models === undefined || (o.modelName === undefined && o.draftModelPath === undefined && o.speculative !== 'draft' && o.lora === undefined), {
+    message: 'router mode ("models") takes no "modelName" (models are named by the folder or config), no draft model and no "lora" (adapters belong to one model)',
   });
 type ParsedServerOptions = z.output<typeof ServerOptionsSchema>;
 
@@ -428,6 +436,14 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
         if (path === '/v1/models') {
           allow('GET');
           sendJson(res, 200, models.list(anthropicClient));
+          return;
+        }
+        if (path === '/lora-adapters') {
+          // router mode: each model's adapters are its own (not listed here)
+          const adapters = single?.built.adapters ?? ServerAdapters.none();
+          if (method === 'POST') adapters.setScales(parseBody(LoraField, await readJson(req, o.maxBodyBytes)));
+          else allow('GET');
+          sendJson(res, 200, adapters.list());
           return;
         }
         if (path.startsWith('/v1/models/')) {

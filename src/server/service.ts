@@ -16,6 +16,7 @@ import type { ServerMetrics } from './metrics.js';
 import { fitPrompt, type OverflowPolicy } from './overflow.js';
 import type { BuiltPrompt, PromptPool } from './prompt-pool.js';
 import type { StoredToolCall, ToolCallStore } from './store.js';
+import { ServerAdapters } from './lora.js';
 
 /** Where the server's own log lines go. */
 export type ServerLog = (level: 'info' | 'warn' | 'error', message: string) => void;
@@ -123,6 +124,8 @@ export interface ChatServiceOptions {
   /** --context-shift: a generation that fills its sequence shifts (overflow 'shift', the request's n_keep) instead of ending with length. */
   contextShift?: boolean;
   log?: ServerLog;
+  /** --lora adapters (none by default). */
+  adapters?: ServerAdapters;
 }
 
 function utf8Length(s: string): number {
@@ -152,6 +155,7 @@ export class ChatService {
   readonly overflow: OverflowPolicy;
   /** The generate options of --context-shift (none without it). */
   readonly shiftOptions: { overflow?: 'shift' };
+  readonly adapters: ServerAdapters;
   readonly #log: ServerLog;
   /** Ids of stored spans already reported as invalid (each is logged once). */
   readonly #reportedInvalid = new Set<string>();
@@ -171,6 +175,7 @@ export class ChatService {
     this.#isolate = o.isolateTenants ?? false;
     this.overflow = o.overflow ?? 'error';
     this.shiftOptions = o.contextShift ? { overflow: 'shift' } : {};
+    this.adapters = o.adapters ?? ServerAdapters.none();
     this.#log = o.log ?? (() => {});
     let longest = 1;
     for (let id = 0; id < o.model.vocab.size; id++) longest = Math.max(longest, o.model.tokenPiece(id, { special: true }).length);

@@ -50,6 +50,7 @@ const READER_TYPES: Readonly<Record<string, string>> = {
   RequireInt: 'number',
   RequireString: 'string',
   RequireInt32Array: 'Int32Array',
+  RequireFloat32Array: 'Float32Array',
   ReadVocabTokens: 'Int32Array',
 };
 
