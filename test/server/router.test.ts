@@ -240,8 +240,9 @@ describe('router mode: idle unload, pinned models, the memory budget', () => {
       expect(await stateOf(server, 'third')).toBe('unloaded');
       expect(await stateOf(server, 'main')).toBe('loaded');
       expect(await answer(server, 'main')).toBe(answerOf('alpha'));
-      // Each model's tool-call store and disk tier are its own.
-      const stores = readdirSync(state).filter((f) => f.endsWith('.sqlite')).sort();
+      // Each model's tool-call store and disk tier are its own (storePath's own file holds the
+      // server's stored responses of /v1/responses, once one is written).
+      const stores = readdirSync(state).filter((f) => f.endsWith('.sqlite') && f !== 'calls.sqlite').sort();
       expect(stores).toEqual([expect.stringMatching(/^calls-main-[0-9a-f]{8}\.sqlite$/), expect.stringMatching(/^calls-second-[0-9a-f]{8}\.sqlite$/), expect.stringMatching(/^calls-third-[0-9a-f]{8}\.sqlite$/)]);
       expect(readdirSync(join(state, 'kv')).sort()).toEqual([expect.stringMatching(/^main-/), expect.stringMatching(/^second-/), expect.stringMatching(/^third-/)]);
     } finally {
