@@ -128,7 +128,19 @@ Placement Admission::AdmitFork(Request &r) {
   if (checked != Placement::Placed) return checked;
   Sequence *target = FreeSequence({}, "");
   if (target == nullptr) target = d_.sessions->SpillIdle(from);
-  if (target == nullptr) return Placement::Wait;
+  if (target == nullptr) {
+    // Every sequence is busy or holds the session forked from (one sequence: always): the fork
+    // starts in the RAM tier. Without one, wait only while a running request may free a sequence.
+    if (d_.sessions->ForkToRam(r, *from)) {
+      d_.gauges->Update();
+      return Placement::Done;
+    }
+    bool anyBusy = std::any_of(d_.sequences->begin(), d_.sequences->end(), [](const Sequence &s) { return s.Busy(); });
+    if (anyBusy) return Placement::Wait;
+    d_.output->Emit(Event::SessionFailed(r.p->id, ErrorCode::KvCacheFull,
+                                         "No sequence is free for the fork and the RAM tier cannot hold it: use more sequences or a RAM tier (cacheRamMb)"));
+    return Placement::Done;
+  }
   target->SaveIfWorth(*d_.tiers, 0, Overwrite::Fork);
   d_.sessions->Fork(r, *from, *target);
   d_.gauges->Update();

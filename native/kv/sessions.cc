@@ -192,6 +192,28 @@ void Sessions::Fork(const Request &r, const SessionState &from, Sequence &target
   d_.output->Emit(Event::SessionDone(p.id));
 }
 
+bool Sessions::ForkToRam(const Request &r, const SessionState &from) {
+  const RequestParams &p = *r.p;
+  RamTier *ram = d_.tiers->Ram();
+  if (ram == nullptr) return false;
+  const std::string key = SessionKey(p.session);
+  if (from.sequence >= 0) {
+    if (!(*d_.sequences)[static_cast<size_t>(from.sequence)].Save(*d_.tiers, key)) return false;
+  } else {
+    CacheEntry *e = ram->FindSession(SessionKey(from.handle));
+    if (e == nullptr || !ram->Insert(e->tokens, e->blob, key)) return false;
+  }
+  SessionState &dst = table_.Create(p.session, p.sessionName);
+  dst.scope = from.scope;
+  dst.transcript = from.transcript;
+  dst.lastUsed = Clock::now();
+  dst.ttlMs = p.sessionTtlMs;
+  dst.exact = from.exact;
+  d_.counters->spills++;
+  d_.output->Emit(Event::SessionDone(p.id));
+  return true;
+}
+
 // ---- keeping the table small --------------------------------------------------------------
 
 Sequence *Sessions::SpillIdle(const SessionState *keep) {

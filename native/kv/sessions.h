@@ -103,6 +103,9 @@ class Sessions {
   Placement CheckFork(const Request &r, SessionState **from);
   // Makes `target` (free, any old KV saved) hold `from`'s KV and pins a new session to it.
   void Fork(const Request &r, const SessionState &from, Sequence &target);
+  // No sequence is free for the fork: it starts spilled, its state a copy of `from`'s in the RAM
+  // tier (restored when it runs). False, with nothing created, when the RAM tier cannot hold it.
+  bool ForkToRam(const Request &r, const SessionState &from);
 
   // ---- keeping the table small ------------------------------------------------------
   // When every sequence is pinned: the least recently used idle session (not `keep`) moves

@@ -125,6 +125,28 @@ describe('generateChoices', () => {
     expect(cctx.cacheStats().sessions).toBe(0); // the forks ended with their generations
   });
 
+  it('one sequence: the forks start in the RAM tier and the choices run one after another (it used to wait forever)', async () => {
+    const one = await jsonModel.createContext({ ...ONE_THREAD, contextSize: 2048, sequences: 1 });
+    try {
+      const gens = await one.generateChoices({ ...jsonPrompt(), n: 3 });
+      const rs = await Promise.all(gens.map((g) => g.result));
+      const n = models.json.scripts.json!.promptTokens.length;
+      for (const r of rs) {
+        expect(r.text).toBe(`${WEATHER_JSON} Done.`);
+        expect(r.reusedTokens).toBe(n - 1);
+      }
+      expect(one.cacheStats().sessions).toBe(0);
+    } finally {
+      await one.dispose();
+    }
+    const noRam = await jsonModel.createContext({ ...ONE_THREAD, contextSize: 2048, sequences: 1, cacheRamMb: 0 });
+    try {
+      await expect(noRam.generateChoices({ ...jsonPrompt(), n: 2 })).rejects.toMatchObject({ code: 'KV_CACHE_FULL' });
+    } finally {
+      await noRam.dispose();
+    }
+  });
+
   it('refuses n outside 1..128 and a sessionId', async () => {
     for (const n of [0, 129, 1.5]) await expect(jctx.generateChoices({ ...jsonPrompt(), n })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(jctx.generateChoices({ ...jsonPrompt(), n: 2, sessionId: 's' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
