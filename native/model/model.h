@@ -54,6 +54,7 @@ class Model : public Napi::ObjectWrap<Model> {
   Napi::Value Metadata(const Napi::CallbackInfo &info);
   Napi::Value Dispose(const Napi::CallbackInfo &info);
   Napi::Value RpcState(const Napi::CallbackInfo &info);
+  Napi::Value Placement(const Napi::CallbackInfo &info);
 
   std::shared_ptr<ModelHandle> handle_;
 };

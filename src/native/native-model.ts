@@ -65,5 +65,7 @@ export interface NativeModel {
   metadata(): NativeMetadata;
   /** null for a local model. */
   rpcState(): NativeRpcState | null;
+  /** Where each weight tensor was placed ("CPU" for host buffers). */
+  placement(): { tensors: Array<{ name: string; bytes: number; bufferType: string; device: string }> };
   dispose(): void;
 }

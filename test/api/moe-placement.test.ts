@@ -1,0 +1,151 @@
+// cpuMoe / nCpuMoe on real loads (issue 38, item 4). This machine has no GPU, so the offload
+// target is a `llamux rpc-server` on loopback: the offloaded layers' weights go to its RPC
+// device, and with cpuMoe the expert tensors must stay in this process's CPU buffers, which
+// llama.cpp's own placement (Model.placement(), read from each tensor's buffer) shows. Greedy
+// output is the zoo model's built-in chain with and without the override, and the top
+// log-probabilities are the same. On the plain CPU build: the options load, and gpuLayers
+// 'auto' with injected device memory picks nCpuMoe and loads with it.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LlamuxError, loadModel, setLogger, type Model } from '../../src/index.js';
+import { zooGreedyChain, type ZooModelDescription } from '../../src/gguf/index.js';
+import { readGgufFile } from '../../src/gguf/reader.js';
+import { modelSizesFromGguf } from '../../src/model/fit.js';
+import { ONE_THREAD } from '../helpers/models.js';
+import { startRpcServer, stopRpcServer, type RpcServerProcess } from '../helpers/rpc-servers.js';
+import { zooModels } from '../helpers/zoo.js';
+
+const STEPS = 8;
+const EXPERT = /^blk\.(\d+)\.ffn_(up|down|gate|gate_up)_exps\./;
+
+let zoo: Record<'qwen35moe' | 'gpt-oss', ZooModelDescription>;
+let server: RpcServerProcess;
+
+beforeAll(async () => {
+  setLogger('error');
+  zoo = await zooModels(['qwen35moe', 'gpt-oss']);
+  server = await startRpcServer();
+}, 120_000);
+afterAll(async () => {
+  setLogger('warn');
+  if (server) await stopRpcServer(server, 'SIGTERM');
+});
+
+const prompt = (d: ZooModelDescription): number[] => d.successors.set.slice(0, 3);
+
+async function run(model: Model, d: ZooModelDescription) {
+  const ctx = await model.createContext({ ...ONE_THREAD, contextSize: 256, toolCallMarkers: false });
+  try {
+    const r = await ctx.complete({ prompt: prompt(d), temperature: 0, maxTokens: STEPS, emitTokenIds: true, logprobs: 3 });
+    return { tokens: Array.from(r.tokens ?? []), logprobs: r.logprobs!.map((l) => l.top) };
+  } finally {
+    await ctx.dispose();
+  }
+}
+
+async function withModel<T>(path: string, options: Parameters<typeof loadModel>[1], fn: (m: Model) => Promise<T>): Promise<T> {
+  const m = await loadModel(path, options);
+  try {
+    return await fn(m);
+  } finally {
+    await m.dispose();
+  }
+}
+
+describe('cpuMoe / nCpuMoe with layers offloaded to an RPC device', () => {
+  for (const arch of ['qwen35moe', 'gpt-oss'] as const) {
+    it(`${arch}: the experts stay in CPU buffers, everything else of the layers goes to the device, the output is unchanged`, async () => {
+      const d = zoo[arch];
+      const want = zooGreedyChain(d.successors, prompt(d).at(-1)!, STEPS);
+      const rpc = { rpcServers: [server.endpoint], gpuLayers: -1 };
+      let base = new Map<string, string>();
+      const plain = await withModel(d.path, rpc, async (m) => {
+        const p = m.placement();
+        base = new Map(p.tensors.map((t) => [t.name, t.device]));
+        const layerTensors = p.tensors.filter((t) => t.name.startsWith('blk.'));
+        expect(layerTensors.length).toBeGreaterThan(0);
+        // without cpuMoe the experts (and the layers' other weights, but for one whose op a
+        // device may lack) are on the device
+        for (const t of layerTensors.filter((t) => EXPERT.test(t.name))) expect(t.device, t.name).toMatch(/^RPC/);
+        expect(layerTensors.filter((t) => /^RPC/.test(t.device)).length).toBeGreaterThan(layerTensors.length * 0.9);
+        return run(m, d);
+      });
+      expect(plain.tokens).toEqual(want);
+
+      const all = await withModel(d.path, { ...rpc, cpuMoe: true }, async (m) => {
+        const p = m.placement();
+        const experts = p.tensors.filter((t) => EXPERT.test(t.name));
+        expect(experts.length).toBeGreaterThanOrEqual(3 * m.metadata.layers);
+        for (const t of experts) expect(t.device, t.name).toBe('CPU');
+        for (const t of p.tensors.filter((t) => !EXPERT.test(t.name))) expect(t.device, t.name).toBe(base.get(t.name));
+        // what moved: the experts' bytes, now counted on the CPU
+        const expertBytes = experts.reduce((a, t) => a + t.bytes, 0);
+        const sizes = modelSizesFromGguf(await readGgufFile(d.path));
+        expect(expertBytes).toBe(sizes.expertBytes!.reduce((a, b) => a + b, 0));
+        return run(m, d);
+      });
+      expect(all.tokens).toEqual(want);
+      expect(all.logprobs).toEqual(plain.logprobs);
+
+      const two = await withModel(d.path, { ...rpc, nCpuMoe: 2 }, async (m) => {
+        for (const t of m.placement().tensors.filter((t) => EXPERT.test(t.name))) {
+          const il = Number(EXPERT.exec(t.name)![1]);
+          expect(t.device, t.name).toMatch(il < 2 ? /^CPU$/ : /^RPC/);
+        }
+        for (const t of m.placement().tensors.filter((t) => !EXPERT.test(t.name))) expect(t.device, t.name).toBe(base.get(t.name));
+        return run(m, d);
+      });
+      expect(two.tokens).toEqual(want);
+      expect(two.logprobs).toEqual(plain.logprobs);
+    }, 120_000);
+  }
+});
+
+describe('cpuMoe / nCpuMoe on the CPU build', () => {
+  it('load, run the same greedy chain, and place every weight on the CPU', async () => {
+    const d = zoo.qwen35moe;
+    const want = zooGreedyChain(d.successors, prompt(d).at(-1)!, STEPS);
+    for (const options of [{ cpuMoe: true }, { nCpuMoe: 1 }, { nCpuMoe: 0 }, { nCpuMoe: 1000 }, { cpuMoe: false }]) {
+      const out = await withModel(d.path, { gpuLayers: 0, ...options }, async (m) => {
+        expect(Object.keys(m.placement().devices)).toEqual(['CPU']);
+        return run(m, d);
+      });
+      expect(out.tokens, JSON.stringify(options)).toEqual(want);
+    }
+  });
+
+  it("gpuLayers 'auto' with injected device memory picks nCpuMoe and loads with it", async () => {
+    const d = zoo.qwen35moe;
+    const sizes = modelSizesFromGguf(await readGgufFile(d.path));
+    const ctx = 256;
+    const kv = (il: number) => sizes.kvBytesPerToken[il]! * ctx;
+    // everything but the experts of layers 0 and 1
+    let free = sizes.computeBytes + sizes.outputComputeBytes + sizes.outputBytes;
+    for (let il = 0; il < sizes.layers; il++) free += sizes.layerBytes[il]! + kv(il) - (il < 2 ? sizes.expertBytes![il]! : 0);
+    const devices = [
+      { name: 'CPU', type: 'cpu' as const, memoryFree: 32 * 2 ** 30, memoryTotal: 32 * 2 ** 30 },
+      { name: 'GPU0', type: 'gpu' as const, memoryFree: free, memoryTotal: free },
+    ];
+    const out = await withModel(d.path, { fit: { devices, contextSize: ctx, marginMb: 0 } }, async (m) => {
+      expect(m.fit).toMatchObject({ mode: 'moe', nCpuMoe: 2, cpuMoe: false, gpuLayers: sizes.layers + 1, contextSize: ctx });
+      return run(m, d);
+    });
+    expect(out.tokens).toEqual(zooGreedyChain(d.successors, prompt(d).at(-1)!, STEPS));
+    // the load's own cpuMoe is kept, and planned around
+    await withModel(d.path, { cpuMoe: true, fit: { devices, contextSize: ctx, marginMb: 0 } }, async (m) => {
+      expect(m.fit).toMatchObject({ mode: 'moe', cpuMoe: true, nCpuMoe: sizes.layers });
+    });
+  });
+
+  it('refuses bad options with INVALID_ARGUMENT and keeps loading', async () => {
+    const d = zoo.qwen35moe;
+    for (const bad of [{ cpuMoe: true, nCpuMoe: 2 }, { nCpuMoe: -1 }, { nCpuMoe: 1.5 }, { cpuMoe: 'yes' }, { fit: { devices: [{ name: 'x', type: 'tpu', memoryFree: 1, memoryTotal: 1 }] } }]) {
+      const e = await loadModel(d.path, bad as never).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(e, JSON.stringify(bad)).toBeInstanceOf(LlamuxError);
+      expect((e as LlamuxError).code).toBe('INVALID_ARGUMENT');
+    }
+    await withModel(d.path, { gpuLayers: 0, nCpuMoe: 1 }, async (m) => expect(m.metadata.layers).toBeGreaterThan(0));
+  });
+});
