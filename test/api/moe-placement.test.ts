@@ -86,6 +86,7 @@ describe('cpuMoe / nCpuMoe with layers offloaded to an RPC device', () => {
       expect(all.tokens).toEqual(want);
       expect(all.logprobs).toEqual(plain.logprobs);
 
+      if (arch !== 'qwen35moe') return; // the first N layers: on one architecture (load time)
       const two = await withModel(d.path, { ...rpc, nCpuMoe: 2 }, async (m) => {
         for (const t of m.placement().tensors.filter((t) => EXPERT.test(t.name))) {
           const il = Number(EXPERT.exec(t.name)![1]);
@@ -104,7 +105,8 @@ describe('cpuMoe / nCpuMoe on the CPU build', () => {
   it('load, run the same greedy chain, and place every weight on the CPU', async () => {
     const d = zoo.qwen35moe;
     const want = zooGreedyChain(d.successors, prompt(d).at(-1)!, STEPS);
-    for (const options of [{ cpuMoe: true }, { nCpuMoe: 1 }, { nCpuMoe: 0 }, { nCpuMoe: 1000 }, { cpuMoe: false }]) {
+    // (cpuMoe: true and a smaller nCpuMoe run on the RPC device above and with 'auto' below)
+    for (const options of [{ nCpuMoe: 1000 }]) {
       const out = await withModel(d.path, { gpuLayers: 0, ...options }, async (m) => {
         expect(Object.keys(m.placement().devices)).toEqual(['CPU']);
         return run(m, d);
@@ -146,6 +148,6 @@ describe('cpuMoe / nCpuMoe on the CPU build', () => {
       expect(e, JSON.stringify(bad)).toBeInstanceOf(LlamuxError);
       expect((e as LlamuxError).code).toBe('INVALID_ARGUMENT');
     }
-    await withModel(d.path, { gpuLayers: 0, nCpuMoe: 1 }, async (m) => expect(m.metadata.layers).toBeGreaterThan(0));
+    await withModel(d.path, { vocabOnly: true, nCpuMoe: 1 }, async (m) => expect(m.vocab.size).toBeGreaterThan(0));
   });
 });

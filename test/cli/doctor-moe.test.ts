@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readGgufFile } from '../../src/gguf/reader.js';
+import { parseGpuMemory } from '../../src/cli/args.js';
 import { modelSizesFromGguf } from '../../src/model/fit.js';
 import { projectRoot } from '../helpers/paths.js';
 import { zooModels } from '../helpers/zoo.js';
@@ -68,10 +69,10 @@ describe('llamux doctor on a MoE model', () => {
     expect(asked.stdout).toContain('load options: cpuMoe: true');
     expect(asked.stdout).toContain('as the load asks');
 
-    for (const bad of [['--gpu-memory', 'lots'], ['--gpu-memory', '0'], ['--cpu-moe', '--n-cpu-moe', '2'], ['--n-cpu-moe', '-1']]) {
-      const b = doctor(['--model', path, ...bad]);
-      expect(b.code, bad.join(' ')).toBe(2);
-    }
-    expect(doctor(['--gpu-memory', '8192']).code).toBe(2);
+    const both = doctor(['--model', path, '--cpu-moe', '--n-cpu-moe', '2']);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('give --cpu-moe or --n-cpu-moe, not both');
+    for (const bad of ['lots', '0', '1,,2', '-5']) expect(() => parseGpuMemory(bad), bad).toThrow(/--gpu-memory expects/);
+    expect(parseGpuMemory('8192,4096').map((d) => d.memoryFree)).toEqual([8192 * MiB, 4096 * MiB]);
   }, 120_000);
 });
