@@ -85,8 +85,9 @@ export const LoadModelOptionsSchema = z
      * MoE models: keep every layer's expert tensors (`blk.N.ffn_{up,down,gate,gate_up}_exps`,
      * with their biases and scales) in system RAM while the rest of the offloaded layers goes to
      * the GPU: a small GPU then holds attention, router and shared experts of every layer. No
-     * effect on a model without experts, or on layers that run on the CPU anyway. With
-     * gpuLayers 'auto' the plan chooses this (or nCpuMoe) when the experts do not fit.
+     * effect on a model without experts, or on layers that run on the CPU anyway. Unset, with
+     * gpuLayers 'auto', the plan chooses this (or nCpuMoe) when the experts do not fit; false:
+     * no experts move (the plan offloads fewer layers instead).
      */
     cpuMoe: z.boolean().optional(),
     /** Like cpuMoe, for the experts of the first N layers only (0: none; N >= the layer count: all). Not with cpuMoe: true. */

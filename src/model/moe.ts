@@ -52,10 +52,11 @@ export function expertOverridePattern(layers: number | 'all'): string | undefine
 }
 
 /**
- * The layer count of a load's `cpuMoe` / `nCpuMoe` options: 'all', a number, or undefined when
- * neither asks for anything.
+ * The layer count of a load's `cpuMoe` / `nCpuMoe` options: 'all', a number (`cpuMoe: false`
+ * alone is 0: no experts move, and the fit plan may not move any either), or undefined when
+ * neither is given (the plan chooses).
  */
 export function cpuMoeLayers(o: { cpuMoe?: boolean; nCpuMoe?: number }): number | 'all' | undefined {
-  if (o.cpuMoe) return 'all';
-  return o.nCpuMoe;
+  if (o.cpuMoe === true) return 'all';
+  return o.nCpuMoe ?? (o.cpuMoe === false ? 0 : undefined);
 }

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { readGgufFile, type GgufFile } from '../../src/gguf/reader.js';
 import { describePlan, modelSizesFromGguf, planFit, type FitDevice, type FitModelSizes } from '../../src/model/fit.js';
-import { expertOverridePattern, isExpertTensor, numbersBelow } from '../../src/model/moe.js';
+import { cpuMoeLayers, expertOverridePattern, isExpertTensor, numbersBelow } from '../../src/model/moe.js';
 import { zooModels } from '../helpers/zoo.js';
 
 const MOE = ['qwen35moe', 'gpt-oss', 'glm4moe'] as const;
@@ -77,6 +77,16 @@ describe('expert tensor patterns', () => {
     expect(new RegExp(expertOverridePattern('all')!).test('blk.93.ffn_gate_exps.weight')).toBe(true);
     expect(isExpertTensor('blk.93.ffn_gate_exps.weight')).toBe(true);
     expect(isExpertTensor('blk.93.ffn_gate_shexp.weight')).toBe(false);
+  });
+});
+
+describe('the load options as the plan sees them', () => {
+  it('cpuMoe: all; nCpuMoe: N; cpuMoe: false alone: none moved, not even by the plan; neither: the plan chooses', () => {
+    expect(cpuMoeLayers({ cpuMoe: true })).toBe('all');
+    expect(cpuMoeLayers({ nCpuMoe: 3 })).toBe(3);
+    expect(cpuMoeLayers({ cpuMoe: false, nCpuMoe: 3 })).toBe(3);
+    expect(cpuMoeLayers({ cpuMoe: false })).toBe(0);
+    expect(cpuMoeLayers({})).toBeUndefined();
   });
 });
 
