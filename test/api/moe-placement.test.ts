@@ -102,40 +102,42 @@ describe('cpuMoe / nCpuMoe with layers offloaded to an RPC device', () => {
 });
 
 describe('cpuMoe / nCpuMoe on the CPU build', () => {
-  it('load, run the same greedy chain, and place every weight on the CPU', async () => {
-    const d = zoo.qwen35moe;
-    const want = zooGreedyChain(d.successors, prompt(d).at(-1)!, STEPS);
-    // (cpuMoe: true and a smaller nCpuMoe run on the RPC device above and with 'auto' below)
-    for (const options of [{ nCpuMoe: 1000 }]) {
-      const out = await withModel(d.path, { gpuLayers: 0, ...options }, async (m) => {
-        expect(Object.keys(m.placement().devices)).toEqual(['CPU']);
-        return run(m, d);
-      });
-      expect(out.tokens, JSON.stringify(options)).toEqual(want);
-    }
-  });
-
-  it("gpuLayers 'auto' with injected device memory picks nCpuMoe and loads with it", async () => {
-    const d = zoo.qwen35moe;
+  const ctx = 256;
+  /** A CPU and a GPU with room for everything but the experts of layers 0 and 1. */
+  async function devices(d: ZooModelDescription) {
     const sizes = modelSizesFromGguf(await readGgufFile(d.path));
-    const ctx = 256;
-    const kv = (il: number) => sizes.kvBytesPerToken[il]! * ctx;
-    // everything but the experts of layers 0 and 1
     let free = sizes.computeBytes + sizes.outputComputeBytes + sizes.outputBytes;
-    for (let il = 0; il < sizes.layers; il++) free += sizes.layerBytes[il]! + kv(il) - (il < 2 ? sizes.expertBytes![il]! : 0);
-    const devices = [
-      { name: 'CPU', type: 'cpu' as const, memoryFree: 32 * 2 ** 30, memoryTotal: 32 * 2 ** 30 },
-      { name: 'GPU0', type: 'gpu' as const, memoryFree: free, memoryTotal: free },
-    ];
-    const out = await withModel(d.path, { fit: { devices, contextSize: ctx, marginMb: 0 } }, async (m) => {
+    for (let il = 0; il < sizes.layers; il++) free += sizes.layerBytes[il]! + sizes.kvBytesPerToken[il]! * ctx - (il < 2 ? sizes.expertBytes![il]! : 0);
+    return {
+      sizes,
+      devices: [
+        { name: 'CPU', type: 'cpu' as const, memoryFree: 32 * 2 ** 30, memoryTotal: 32 * 2 ** 30 },
+        { name: 'GPU0', type: 'gpu' as const, memoryFree: free, memoryTotal: free },
+      ],
+    };
+  }
+
+  it("gpuLayers 'auto' with injected device memory picks nCpuMoe 2 and loads with it; the output is the chain", async () => {
+    const d = zoo.qwen35moe;
+    const { sizes, devices: devs } = await devices(d);
+    const out = await withModel(d.path, { fit: { devices: devs, contextSize: ctx, marginMb: 0 } }, async (m) => {
       expect(m.fit).toMatchObject({ mode: 'moe', nCpuMoe: 2, cpuMoe: false, gpuLayers: sizes.layers + 1, contextSize: ctx });
+      // no GPU here: llama.cpp keeps every weight on the CPU whatever the plan offloads
+      expect(Object.keys(m.placement().devices)).toEqual(['CPU']);
       return run(m, d);
     });
     expect(out.tokens).toEqual(zooGreedyChain(d.successors, prompt(d).at(-1)!, STEPS));
-    // the load's own cpuMoe is kept, and planned around
-    await withModel(d.path, { cpuMoe: true, fit: { devices, contextSize: ctx, marginMb: 0 } }, async (m) => {
+  });
+
+  it("keeps the load's own nCpuMoe (here beyond the layer count: all of them) and plans around it", async () => {
+    const d = zoo.qwen35moe;
+    const { sizes, devices: devs } = await devices(d);
+    const out = await withModel(d.path, { nCpuMoe: 1000, fit: { devices: devs, contextSize: ctx, marginMb: 0 } }, async (m) => {
       expect(m.fit).toMatchObject({ mode: 'moe', cpuMoe: true, nCpuMoe: sizes.layers });
+      expect(m.fit!.reasons.join('\n')).toMatch(/as the load asks/);
+      return run(m, d);
     });
+    expect(out.tokens).toEqual(zooGreedyChain(d.successors, prompt(d).at(-1)!, STEPS));
   });
 
   it('refuses bad options with INVALID_ARGUMENT and keeps loading', async () => {
