@@ -4,7 +4,8 @@
 // llama.cpp's own placement (Model.placement(), read from each tensor's buffer) shows. Greedy
 // output is the zoo model's built-in chain with and without the override, and the top
 // log-probabilities are the same. On the plain CPU build: the options load, and gpuLayers
-// 'auto' with injected device memory picks nCpuMoe and loads with it.
+// 'auto' with injected device memory picks nCpuMoe and loads with it (llama.cpp's debug log
+// names each tensor it overrode to a CPU buffer).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LlamuxError, loadModel, setLogger, type Model } from '../../src/index.js';
 import { zooGreedyChain, type ZooModelDescription } from '../../src/gguf/index.js';
@@ -117,26 +118,46 @@ describe('cpuMoe / nCpuMoe on the CPU build', () => {
     };
   }
 
+  /** The tensors llama.cpp's loader says it overrode to a CPU buffer (its debug log) while `fn` runs. */
+  async function overridden<T>(fn: () => Promise<T>): Promise<{ names: string[]; out: T }> {
+    const names = new Set<string>();
+    setLogger('debug', (_level, message) => {
+      const m = /^tensor (\S+) .*buffer type overridden to CPU/.exec(message.trim());
+      if (m) names.add(m[1]!);
+    });
+    try {
+      const out = await fn();
+      return { names: [...names].sort(), out };
+    } finally {
+      setLogger('error');
+    }
+  }
+  const expertNames = (d: ZooModelDescription, below: number) =>
+    Array.from({ length: Math.min(below, d.nLayer) }, (_, il) => ['down', 'gate', 'up'].map((k) => `blk.${il}.ffn_${k}_exps.weight`)).flat().sort();
+
   it("gpuLayers 'auto' with injected device memory picks nCpuMoe 2 and loads with it; the output is the chain", async () => {
     const d = zoo.qwen35moe;
     const { sizes, devices: devs } = await devices(d);
-    const out = await withModel(d.path, { fit: { devices: devs, contextSize: ctx, marginMb: 0 } }, async (m) => {
+    const { names, out } = await overridden(() => withModel(d.path, { fit: { devices: devs, contextSize: ctx, marginMb: 0 } }, async (m) => {
       expect(m.fit).toMatchObject({ mode: 'moe', nCpuMoe: 2, cpuMoe: false, gpuLayers: sizes.layers + 1, contextSize: ctx });
       // no GPU here: llama.cpp keeps every weight on the CPU whatever the plan offloads
       expect(Object.keys(m.placement().devices)).toEqual(['CPU']);
       return run(m, d);
-    });
+    }));
+    // but the plan's override reached the loader: the experts of layers 0 and 1, nothing else
+    expect(names).toEqual(expertNames(d, 2));
     expect(out.tokens).toEqual(zooGreedyChain(d.successors, prompt(d).at(-1)!, STEPS));
   });
 
   it("keeps the load's own nCpuMoe (here beyond the layer count: all of them) and plans around it", async () => {
     const d = zoo.qwen35moe;
     const { sizes, devices: devs } = await devices(d);
-    const out = await withModel(d.path, { nCpuMoe: 1000, fit: { devices: devs, contextSize: ctx, marginMb: 0 } }, async (m) => {
+    const { names, out } = await overridden(() => withModel(d.path, { nCpuMoe: 1000, fit: { devices: devs, contextSize: ctx, marginMb: 0 } }, async (m) => {
       expect(m.fit).toMatchObject({ mode: 'moe', cpuMoe: true, nCpuMoe: sizes.layers });
       expect(m.fit!.reasons.join('\n')).toMatch(/as the load asks/);
       return run(m, d);
-    });
+    }));
+    expect(names).toEqual(expertNames(d, d.nLayer));
     expect(out.tokens).toEqual(zooGreedyChain(d.successors, prompt(d).at(-1)!, STEPS));
   });
 
