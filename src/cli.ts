@@ -8,7 +8,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Agent, type AgentEvent } from './agent/index.js';
 import { fromNative, isLlamuxError } from './errors.js';
 import { MARKER_PRESETS, detectMarkerPreset } from './engine/markers.js';
-import { UsageError, intArg, parseMarkersArg, parseRpcList, progressPrinter, specArgs, takeLoraScaled } from './cli/args.js';
+import { UsageError, intArg, parseGpuMemory, parseMarkersArg, parseRpcList, progressPrinter, specArgs, takeLoraScaled } from './cli/args.js';
 
 export { parseMarkersArg, parseRpcList } from './cli/args.js';
 import { loadModel, planForFile } from './model/load.js';
@@ -339,6 +339,9 @@ async function doctor(args: string[]): Promise<void> {
     model: { type: 'string', short: 'm' },
     ctx: { type: 'string' },
     parallel: { type: 'string' },
+    'gpu-memory': { type: 'string' },
+    'cpu-moe': { type: 'boolean' },
+    'n-cpu-moe': { type: 'string' },
     json: { type: 'boolean' },
   });
   if (values.help) {
@@ -348,12 +351,23 @@ async function doctor(args: string[]): Promise<void> {
   if (positionals.length > 0) throw new UsageError(`doctor takes no positional arguments (use --model PATH)`);
   const ctx = intArg(values.ctx, 'ctx', 1);
   const parallel = intArg(values.parallel, 'parallel', 1);
+  const nCpuMoe = intArg(values['n-cpu-moe'], 'n-cpu-moe', 0);
+  if (values['cpu-moe'] && nCpuMoe !== undefined) throw new UsageError('give --cpu-moe or --n-cpu-moe, not both');
+  const moe = values['cpu-moe'] ? ('all' as const) : nCpuMoe;
   const info = systemInfo();
+  const gpuMemory = values['gpu-memory'] === undefined ? undefined : parseGpuMemory(values['gpu-memory']);
+  if (values.model === undefined && (gpuMemory || moe !== undefined)) throw new UsageError('--gpu-memory, --cpu-moe and --n-cpu-moe plan for a model: give --model PATH');
   let plan: FitPlan | undefined;
   if (values.model !== undefined) {
     const path = resolve(values.model);
     if (!existsSync(path)) throw new UsageError(`no model file at "${path}"`);
-    plan = await planForFile(path, { ...(ctx !== undefined ? { contextSize: ctx } : {}), ...(parallel !== undefined ? { sequences: parallel } : {}) });
+    plan = await planForFile(path, {
+      ...(ctx !== undefined ? { contextSize: ctx } : {}),
+      ...(parallel !== undefined ? { sequences: parallel } : {}),
+      ...(moe !== undefined ? { nCpuMoe: moe } : {}),
+      // Assumed GPUs replace the ones llama.cpp sees; the CPU stays as it is.
+      ...(gpuMemory ? { devices: [...info.devices.filter((d) => d.type === 'cpu'), ...gpuMemory] } : {}),
+    });
     if (!plan) throw new UsageError(`cannot read a GGUF header with layers from "${path}"`);
   }
   printDoctor(info, plan, values.model !== undefined ? resolve(values.model) : undefined, values.json === true);

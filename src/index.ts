@@ -9,7 +9,7 @@ export { Adapter, type AdapterUse } from './model/adapter.js';
 export { loadModel, planForFile } from './model/load.js';
 export { ModelPool, ModelLoadError } from './model/pool.js';
 export type { ModelLease, ModelPoolEntry, ModelPoolEvents, ModelPoolOptions, PooledModel, PooledModelState, PooledModelStatus, UnloadReason } from './model/pool.js';
-export type { ModelMetadata, TokenInfo, VocabInfo } from './model/model.js';
+export type { ModelMetadata, TokenInfo, VocabInfo, WeightPlacement } from './model/model.js';
 export type { FimTokens } from './model/types.js';
 export { Context, Generation } from './engine/context.js';
 export type { ContextSettings } from './engine/context.js';
@@ -75,7 +75,7 @@ export { setLogger } from './logger.js';
 export { describeSystem, systemInfo } from './native/system-info.js';
 export type { SystemInfo } from './native/system-info.js';
 export { planFit, modelSizesFromGguf, describePlan } from './model/fit.js';
-export type { FitPlan, FitDevice, FitDevicePlan, FitModelSizes, FitRequest } from './model/fit.js';
+export type { FitPlan, FitDevice, FitDevicePlan, FitExpertPlan, FitModelSizes, FitRequest } from './model/fit.js';
 export type { LogHandler, LogLevel } from './logger.js';
 
 // ---- tools (the full tool layer, helpers included, is 'llamux/tools') ------------------------

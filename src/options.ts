@@ -46,6 +46,16 @@ const biasValue = z.custom<number>((v) => typeof v === 'number' && (Number.isFin
   message: 'expected a finite number or -Infinity',
 });
 
+const fitDevice = z
+  .object({
+    name: z.string().min(1).max(256),
+    description: z.string().max(1024).optional(),
+    type: z.enum(['cpu', 'gpu', 'igpu', 'accel']),
+    memoryFree: z.number().nonnegative().finite(),
+    memoryTotal: z.number().nonnegative().finite(),
+  })
+  .strict();
+
 export const LoadModelOptionsSchema = z
   .object({
     /** Layers to offload to a GPU: a number (-1: all), or 'auto' (the default): as many layers
@@ -73,6 +83,17 @@ export const LoadModelOptionsSchema = z
      * llama.cpp's device count (`systemInfo().maxDevices`) entries are used. */
     tensorSplit: z.array(z.number().nonnegative().finite()).min(1).max(128).optional(),
     /**
+     * MoE models: keep every layer's expert tensors (`blk.N.ffn_{up,down,gate,gate_up}_exps`,
+     * with their biases and scales) in system RAM while the rest of the offloaded layers goes to
+     * the GPU: a small GPU then holds attention, router and shared experts of every layer. No
+     * effect on a model without experts, or on layers that run on the CPU anyway. Unset, with
+     * gpuLayers 'auto', the plan chooses this (or nCpuMoe) when the experts do not fit; false:
+     * no experts move (the plan offloads fewer layers instead).
+     */
+    cpuMoe: z.boolean().optional(),
+    /** Like cpuMoe, for the experts of the first N layers only (0: none; N >= the layer count: all). Not with cpuMoe: true. */
+    nCpuMoe: z.number().int().min(0).max(65536).optional(),
+    /**
      * gpuLayers 'auto': what the plan reserves device memory for (see Model.fit). Contexts
      * created without a contextSize get the planned one.
      */
@@ -86,6 +107,12 @@ export const LoadModelOptionsSchema = z
         contextFloor: positiveInt.optional(),
         /** MiB kept free on each GPU. Default: a sixteenth of its memory, 256 to 1024 MiB. */
         marginMb: z.number().min(0).optional(),
+        /**
+         * The devices and free memory to plan for, instead of what ggml reports (systemInfo().devices):
+         * to plan as if less were free, or to test plans on a machine without that GPU. The load
+         * still uses the devices llama.cpp has.
+         */
+        devices: z.array(fitDevice).min(1).max(64).optional(),
       })
       .strict()
       .optional(),

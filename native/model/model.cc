@@ -8,10 +8,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#include <regex>
 #include <thread>
 #include <vector>
 
+#include <ggml-backend.h>
 #include <gguf.h>
+
+#include "llama-model.h"  // llama_internal_get_tensor_map: where each weight was placed
 
 #include "js/addon.h"
 #include "engine/errors.h"
@@ -78,7 +82,20 @@ struct LoadOptions {
   bool mtp = false;  // load the multi-token-prediction blocks too (speculative mode "mtp")
   std::vector<std::string> rpcServers;  // host:port of each RPC server (empty: local)
   std::vector<float> tensorSplit;       // share of the layers per device (RPC devices, then local GPUs)
+  // Patterns (std::regex, searched in the tensor name) of weights kept in a CPU buffer on an
+  // offloaded layer: a MoE model's experts (cpuMoe / nCpuMoe, src/model/moe.ts).
+  std::vector<std::string> cpuTensors;
 };
+
+// llama_model_params.tensor_buft_overrides for `cpuTensors`, terminated by a null pattern.
+// The entries point into `opts.cpuTensors`: the LoadOptions must outlive the load.
+std::vector<llama_model_tensor_buft_override> CpuOverrides(const LoadOptions &opts) {
+  std::vector<llama_model_tensor_buft_override> out;
+  if (opts.cpuTensors.empty()) return out;
+  for (const std::string &pattern : opts.cpuTensors) out.push_back({pattern.c_str(), ggml_backend_cpu_buffer_type()});
+  out.push_back({nullptr, nullptr});
+  return out;
+}
 
 // What a load on a helper thread shares with the worker that waits for it. The helper may
 // be abandoned (an RPC server died and it waits on it forever), so it owns nothing of the
@@ -122,6 +139,8 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
     std::vector<float> split(llama_max_devices(), 0.0f);
     for (size_t i = 0; i < opts_.tensorSplit.size() && i < split.size(); i++) split[i] = opts_.tensorSplit[i];
     if (!opts_.tensorSplit.empty()) p.tensor_split = split.data();
+    const std::vector<llama_model_tensor_buft_override> overrides = CpuOverrides(opts_);
+    if (!overrides.empty()) p.tensor_buft_overrides = overrides.data();
     if (!opts_.useMmap) p.load_mode = opts_.useMlock ? LLAMA_LOAD_MODE_MLOCK : LLAMA_LOAD_MODE_NONE;
     else if (opts_.useMlock) p.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK;
     p.progress_callback = &LoadWorker::OnLlamaProgress;
@@ -233,6 +252,8 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
       p.devices = devices.data();
       p.n_gpu_layers = opts.gpuLayers;
       if (!opts.tensorSplit.empty()) p.tensor_split = split.data();
+      const std::vector<llama_model_tensor_buft_override> overrides = CpuOverrides(opts);
+      if (!overrides.empty()) p.tensor_buft_overrides = overrides.data();
       p.check_tensors = opts.checkTensors;
       p.load_mtp = opts.mtp;
       if (!opts.useMmap) p.load_mode = opts.useMlock ? LLAMA_LOAD_MODE_MLOCK : LLAMA_LOAD_MODE_NONE;
@@ -382,6 +403,7 @@ Napi::Object Model::Init(Napi::Env env, Napi::Object exports) {
       InstanceMethod<&Model::Dispose>("dispose"),
       InstanceMethod<&Model::RpcState>("rpcState"),
       InstanceMethod<&Model::LoadAdapter>("loadAdapter"),
+      InstanceMethod<&Model::Placement>("placement"),
   });
   addon::ModelConstructor(env) = Napi::Persistent(ctor);
   exports.Set("Model", ctor);
@@ -450,6 +472,24 @@ Napi::Value Model::Load(const Napi::CallbackInfo &info) {
     Napi::Array a = split.As<Napi::Array>();
     for (uint32_t i = 0; i < a.Length(); i++) opts.tensorSplit.push_back(a.Get(i).ToNumber().FloatValue());
   }
+  Napi::Value cpuTensors = o.Get("cpuTensors");
+  if (cpuTensors.IsArray()) {
+    Napi::Array a = cpuTensors.As<Napi::Array>();
+    if (a.Length() + 1 > llama_max_tensor_buft_overrides()) ThrowCoded(env, ErrorCode::InvalidArgument, "cpuTensors: too many patterns");
+    for (uint32_t i = 0; i < a.Length(); i++) {
+      Napi::Value v = a.Get(i);
+      if (!v.IsString()) ThrowCoded(env, ErrorCode::InvalidArgument, "cpuTensors must hold strings");
+      std::string pattern = v.As<Napi::String>().Utf8Value();
+      // llama.cpp compiles each pattern while it loads, where a bad one would throw from deep
+      // inside the loader: checked here.
+      try {
+        std::regex check(pattern);
+      } catch (const std::regex_error &e) {
+        ThrowCoded(env, ErrorCode::InvalidArgument, "cpuTensors: \"" + pattern + "\" is not a valid regular expression (" + e.what() + ")");
+      }
+      opts.cpuTensors.push_back(std::move(pattern));
+    }
+  }
   Napi::Int32Array flag = info[2].As<Napi::Int32Array>();
   if (flag.ElementLength() < 1) throw Napi::RangeError::New(env, "abortFlag must have one element");
   Napi::Function onProgress;
@@ -514,6 +554,32 @@ Napi::Value Model::RpcState(const Napi::CallbackInfo &info) {
   o.Set("servers", servers);
   o.Set("dead", h->rpc->IsDead());
   o.Set("message", h->rpc->Message());
+  return o;
+}
+
+// placement() -> { tensors: [{ name, bytes, bufferType, device }] }: where llama.cpp put each
+// weight. `device` is "CPU" for host buffers (plain, mapped, repacked), else the ggml device
+// (Vulkan0, CUDA0, RPC0[host:port] ...).
+Napi::Value Model::Placement(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = Handle(env);
+  const auto &tensors = llama_internal_get_tensor_map(h->model);
+  Napi::Array list = Napi::Array::New(env, tensors.size());
+  uint32_t i = 0;
+  for (const auto &[name, t] : tensors) {
+    Napi::Object e = Napi::Object::New(env);
+    e.Set("name", name);
+    e.Set("bytes", static_cast<double>(ggml_nbytes(t)));
+    ggml_backend_buffer_type_t buft = t->buffer != nullptr ? ggml_backend_buffer_get_type(t->buffer) : nullptr;
+    e.Set("bufferType", buft != nullptr ? ggml_backend_buft_name(buft) : "none");
+    ggml_backend_dev_t dev = buft != nullptr ? ggml_backend_buft_get_device(buft) : nullptr;
+    // ggml's plain and mapped CPU buffer types have no device
+    const bool host = dev == nullptr || ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_CPU;
+    e.Set("device", host ? std::string("CPU") : std::string(ggml_backend_dev_name(dev)));
+    list.Set(i++, e);
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("tensors", list);
   return o;
 }
 

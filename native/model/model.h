@@ -58,6 +58,7 @@ class Model : public Napi::ObjectWrap<Model> {
   Napi::Value Dispose(const Napi::CallbackInfo &info);
   Napi::Value RpcState(const Napi::CallbackInfo &info);
   Napi::Value LoadAdapter(const Napi::CallbackInfo &info);  // adapter_js.cc
+  Napi::Value Placement(const Napi::CallbackInfo &info);
 
   std::shared_ptr<ModelHandle> handle_;
 };

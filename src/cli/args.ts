@@ -3,6 +3,7 @@
 import { ProgressLine } from './progress-bar.js';
 import { MARKER_PRESETS, type MarkerOption, type MarkerPresetName } from '../engine/markers.js';
 import { rpcEndpoint } from '../options.js';
+import type { FitDevice } from '../model/fit.js';
 
 export class UsageError extends Error {}
 
@@ -10,6 +11,15 @@ export function intArg(value: string | undefined, name: string, min: number): nu
   if (value === undefined) return undefined;
   if (!/^\d+$/.test(value) || Number(value) < min) throw new UsageError(`--${name} expects an integer ≥ ${min}, got "${value}"`);
   return Number(value);
+}
+
+/** doctor --gpu-memory MIB[,MIB...]: one assumed GPU per figure, with that much free memory. */
+export function parseGpuMemory(value: string): FitDevice[] {
+  const parts = value.split(',').map((p) => p.trim());
+  if (parts.length === 0 || parts.length > 16 || parts.some((p) => !/^\d+$/.test(p) || Number(p) < 1)) {
+    throw new UsageError(`--gpu-memory expects MiB of free memory per GPU (integers ≥ 1, comma-separated, at most 16), got "${value}"`);
+  }
+  return parts.map((p, i) => ({ name: `GPU${i}`, description: 'assumed (--gpu-memory)', type: 'gpu', memoryFree: Number(p) * 1024 * 1024, memoryTotal: Number(p) * 1024 * 1024 }));
 }
 
 /** --markers: auto | none | false | a preset | START,END */

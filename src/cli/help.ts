@@ -132,13 +132,19 @@ Options:
 export const DOCTOR_HELP = `Usage: llamux doctor [--model PATH] [options]
 
 Prints the CPU and the ggml CPU variant in use, the devices llama.cpp sees and their free
-memory, and with --model the plan gpuLayers 'auto' would load it with (layers per device, the
-context size) and why. Reads only the model's GGUF header.
+memory, and with --model the plan gpuLayers 'auto' would load it with (layers per device, a
+MoE model's experts in system RAM, the context size, bytes each) and why. Reads only the
+model's GGUF header.
 
 Options:
   -m, --model PATH     GGUF model file to plan for
       --ctx N          Context size to fit beside the layers (default 4096)
       --parallel N     Sequences the context will run (reported)
+      --gpu-memory MIB[,MIB...]
+                       Plan for GPUs with this much free memory (one figure per GPU)
+                       instead of the ones llama.cpp sees
+      --cpu-moe        Plan with every layer's MoE experts in system RAM (loadModel cpuMoe)
+      --n-cpu-moe N    Plan with the experts of the first N layers in RAM (nCpuMoe)
       --json           Print JSON
   -h, --help           Show this help`;
 

@@ -13,7 +13,14 @@
 //   estimate; the context is not reduced below a floor (llama.cpp's default 4096 tokens), and a
 //   reduced context is rounded down to a multiple of 256 (CUDA's KV padding).
 // - Devices that report 0 free and 0 total memory are not planned on.
+// - A MoE layer's expert tensors can stay in system RAM while the rest of the layer is offloaded
+//   (tensor_buft_overrides, src/model/moe.ts): `nCpuMoe` moves the experts of the first N layers.
+//   When every layer fits only without some experts, the plan keeps the experts of the fewest
+//   first layers in RAM that lets all of them fit; when not even the layers without their
+//   experts fit, it offloads fewer layers, with every layer's experts in RAM (those of the
+//   offloaded layers take the least time read from RAM per token: only the routed experts are).
 import type { GgufFile } from '../gguf/reader.js';
+import { isExpertTensor } from './moe.js';
 
 const MiB = 1024 * 1024;
 
@@ -31,8 +38,10 @@ export interface FitModelSizes {
   architecture: string;
   /** Repeating layers (n_layer). */
   layers: number;
-  /** Weight bytes of each repeating layer (`blk.N.*`). */
+  /** Weight bytes of each repeating layer (`blk.N.*`), its experts included. */
   layerBytes: readonly number[];
+  /** Of those, the bytes of each layer's MoE expert tensors (src/model/moe.ts); absent or 0 for dense layers. */
+  expertBytes?: readonly number[];
   /** The output head: output.weight (or the tied token embeddings) and output_norm. */
   outputBytes: number;
   /** Token embeddings and anything else that stays on the host. */
@@ -57,6 +66,11 @@ export interface FitRequest {
   marginBytes?: number;
   /** Bytes per KV element relative to F16 (q8_0 K+V: about 0.53). Default 1. */
   kvScale?: number;
+  /**
+   * Keep the experts of the first N layers in system RAM (a number of layers, or 'all'), as the
+   * load was asked to: the plan then does not choose it. Default: the plan chooses.
+   */
+  nCpuMoe?: number | 'all';
 }
 
 export interface FitDevicePlan {
@@ -71,16 +85,37 @@ export interface FitDevicePlan {
   bytes: number;
 }
 
+/** Where a MoE model's experts go (Fitplan.experts). */
+export interface FitExpertPlan {
+  /** Expert bytes of the whole model. */
+  totalBytes: number;
+  /** Offloaded layers whose experts stay in system RAM. */
+  layersInRam: number;
+  /** Their expert bytes (part of hostBytes). */
+  bytesInRam: number;
+  /** Expert bytes on the GPUs. */
+  bytesOnGpu: number;
+}
+
 /** The plan `gpuLayers: 'auto'` loads with (see `Model.fit`). */
 export interface FitPlan {
-  /** 'gpu': everything offloaded; 'split': some layers on the CPU; 'cpu': nothing offloaded. */
-  mode: 'gpu' | 'split' | 'cpu';
+  /**
+   * 'gpu': everything offloaded; 'moe': every layer offloaded, the experts of the first
+   * `nCpuMoe` layers in system RAM; 'split': some layers on the CPU; 'cpu': nothing offloaded.
+   */
+  mode: 'gpu' | 'moe' | 'split' | 'cpu';
   /** n_gpu_layers given to llama.cpp (of `totalLayers`). */
   gpuLayers: number;
   /** Repeating layers + the output head. */
   totalLayers: number;
   /** Layers per GPU, in device order (llama.cpp's tensor_split); empty when nothing is offloaded. */
   tensorSplit: number[];
+  /** The load keeps the experts of layers 0 .. nCpuMoe-1 in system RAM (0: none; see `cpuMoe`). */
+  nCpuMoe: number;
+  /** nCpuMoe covers every layer (the load's `cpuMoe: true`). */
+  cpuMoe: boolean;
+  /** Where the experts go; absent for a model without experts. */
+  experts?: FitExpertPlan;
   devices: FitDevicePlan[];
   /** The context size planned for: contexts created without a contextSize use it. */
   contextSize: number;
@@ -95,7 +130,9 @@ export interface FitPlan {
   warning?: string;
 }
 
-const mib = (b: number): string => `${Math.round(b / MiB).toLocaleString('en-US')} MiB`;
+// MiB, or KiB below one MiB (small MoE layers and test models would all read "0 MiB").
+const mib = (b: number): string =>
+  b > 0 && b < MiB ? `${Math.max(1, Math.round(b / 1024)).toLocaleString('en-US')} KiB` : `${Math.round(b / MiB).toLocaleString('en-US')} MiB`;
 
 function num(file: GgufFile, key: string): number | undefined {
   const v = file.metadata.get(key);
@@ -119,6 +156,7 @@ export function modelSizesFromGguf(file: GgufFile): FitModelSizes {
   const arch = String(file.metadata.get('general.architecture')?.value ?? 'unknown');
   const layers = num(file, `${arch}.block_count`) ?? 0;
   const layerBytes = new Array<number>(layers).fill(0);
+  const expertBytes = new Array<number>(layers).fill(0);
   let output = 0;
   let outputNorm = 0;
   let tokenEmbd = 0;
@@ -127,8 +165,10 @@ export function modelSizesFromGguf(file: GgufFile): FitModelSizes {
     const m = /^blk\.(\d+)\./.exec(t.name);
     if (m) {
       const il = Number(m[1]);
-      if (il < layers) layerBytes[il]! += t.byteSize;
-      else host += t.byteSize; // e.g. next-token-prediction layers beyond block_count
+      if (il < layers) {
+        layerBytes[il]! += t.byteSize;
+        if (isExpertTensor(t.name)) expertBytes[il]! += t.byteSize;
+      } else host += t.byteSize; // e.g. next-token-prediction layers beyond block_count
     } else if (t.name === 'output.weight') output += t.byteSize;
     else if (t.name.startsWith('output_norm') || t.name.startsWith('output.')) outputNorm += t.byteSize;
     else if (t.name === 'token_embd.weight') tokenEmbd += t.byteSize;
@@ -152,6 +192,7 @@ export function modelSizesFromGguf(file: GgufFile): FitModelSizes {
     architecture: arch,
     layers,
     layerBytes,
+    expertBytes,
     outputBytes,
     hostBytes: tokenEmbd + host,
     kvBytesPerToken,
@@ -168,16 +209,23 @@ interface Fill {
   counts: number[];
   bytes: number[];
   total: number;
+  /** The experts of layers 0 .. nCpuMoe-1 stay in RAM (clamped to the layers). */
+  nCpuMoe: number;
 }
+
+const expertsOf = (m: FitModelSizes, il: number): number => m.expertBytes?.[il] ?? 0;
 
 /**
  * Places the last layers (the output head first) on the GPUs from the last device to the first,
- * as many as fit in each one's free memory less the margin, at `ctx` KV cells per layer.
+ * as many as fit in each one's free memory less the margin, at `ctx` KV cells per layer; the
+ * experts of layers below `nCpuMoe` are not counted (they stay in RAM).
  */
-function fill(m: FitModelSizes, gpus: FitDevice[], ctx: number, margin: number, kvScale: number): Fill {
+function fill(m: FitModelSizes, gpus: FitDevice[], ctx: number, margin: number, kvScale: number, nCpuMoe: number): Fill {
   const total = m.layers + 1;
   const cost = (il: number): number =>
-    il === m.layers ? m.outputBytes : m.layerBytes[il]! + Math.ceil(m.kvBytesPerToken[il]! * kvScale) * ctx;
+    il === m.layers
+      ? m.outputBytes
+      : m.layerBytes[il]! - (il < nCpuMoe ? expertsOf(m, il) : 0) + Math.ceil(m.kvBytesPerToken[il]! * kvScale) * ctx;
   const counts = gpus.map(() => 0);
   const bytes = gpus.map(() => 0);
   let next = m.layers; // the next layer to place, from the output head down
@@ -193,21 +241,34 @@ function fill(m: FitModelSizes, gpus: FitDevice[], ctx: number, margin: number, 
     // A GPU given 0 layers is skipped by llama.cpp's split, so the head may land on an earlier one.
     if (counts[d]! > 0) bytes[d] = used;
   }
-  return { counts, bytes, total: counts.reduce((a, b) => a + b, 0) };
+  return { counts, bytes, total: counts.reduce((a, b) => a + b, 0), nCpuMoe: Math.min(nCpuMoe, m.layers) };
 }
 
-function hostNeed(m: FitModelSizes, gpuLayers: number, ctx: number, kvScale: number): number {
+/** The offloaded layers whose experts stay in RAM, and their expert bytes. */
+function expertsInRam(m: FitModelSizes, gpuLayers: number, nCpuMoe: number): { layers: number; bytes: number } {
+  let layers = 0;
+  let bytes = 0;
+  for (let il = Math.max(0, m.layers + 1 - gpuLayers); il < Math.min(nCpuMoe, m.layers); il++) {
+    if (expertsOf(m, il) === 0) continue;
+    layers++;
+    bytes += expertsOf(m, il);
+  }
+  return { layers, bytes };
+}
+
+function hostNeed(m: FitModelSizes, gpuLayers: number, ctx: number, kvScale: number, nCpuMoe: number): number {
   let b = m.hostBytes;
   const firstGpu = m.layers + 1 - gpuLayers;
   for (let il = 0; il < Math.min(firstGpu, m.layers); il++) b += m.layerBytes[il]! + Math.ceil(m.kvBytesPerToken[il]! * kvScale) * ctx;
   if (gpuLayers === 0) b += m.outputBytes + m.computeBytes + m.outputComputeBytes;
-  return b;
+  return b + expertsInRam(m, gpuLayers, nCpuMoe).bytes;
 }
 
 /**
  * Plans `gpuLayers: 'auto'`: all layers on the GPUs at the requested context when they fit; else
- * the context reduced (not below the floor) so that they do; else as many layers as fit at the
- * floor (split), or none (CPU).
+ * the context reduced (not below the floor) so that they do; else, for a MoE model, the experts
+ * of the fewest first layers kept in RAM so that every layer fits at the floor; else as many
+ * layers as fit at the floor (split, a MoE model's experts in RAM), or none (CPU).
  */
 export function planFit(m: FitModelSizes, devices: readonly FitDevice[], request: FitRequest = {}): FitPlan {
   const requested = request.contextSize ?? 4096;
@@ -222,13 +283,27 @@ export function planFit(m: FitModelSizes, devices: readonly FitDevice[], request
   for (const d of silent) reasons.push(`${d.name} reports no memory, so no layers are planned on it`);
   const kvAll = m.kvBytesPerToken.reduce((a, b) => a + b, 0) * kvScale;
   const weights = m.layerBytes.reduce((a, b) => a + b, 0) + m.outputBytes;
+  const expertTotal = (m.expertBytes ?? []).reduce((a, b) => a + b, 0);
+  const expertLayers = (m.expertBytes ?? []).filter((b) => b > 0).length;
   reasons.push(
-    `model: ${m.layers} layer${m.layers === 1 ? '' : 's'} + output head, ${mib(weights)} of offloadable weights, KV ${(kvAll / 1024).toFixed(1)} KiB per token (${mib(kvAll * requested)} at ${requested} tokens)`,
+    `model: ${m.layers} layer${m.layers === 1 ? '' : 's'} + output head, ${mib(weights)} of offloadable weights${expertTotal > 0 ? ` (${mib(expertTotal)} of them MoE experts, in ${expertLayers} layers)` : ''}, KV ${(kvAll / 1024).toFixed(1)} KiB per token (${mib(kvAll * requested)} at ${requested} tokens)`,
   );
+  // The experts' placement: fixed by the load's options, or chosen below for a MoE model.
+  const fixed = request.nCpuMoe === undefined ? undefined : request.nCpuMoe === 'all' ? m.layers : Math.min(Math.max(0, Math.floor(request.nCpuMoe)), m.layers);
+  const choose = fixed === undefined && expertTotal > 0;
+  const n0 = fixed ?? 0;
+  if (fixed !== undefined && fixed > 0) {
+    reasons.push(
+      expertTotal > 0
+        ? `the experts of ${fixed === m.layers ? 'every layer' : `the first ${fixed} layers`} stay in system RAM, as the load asks (cpuMoe/nCpuMoe)`
+        : 'cpuMoe/nCpuMoe asked, but the model has no expert tensors: nothing moves',
+    );
+  }
 
   const finish = (mode: FitPlan['mode'], f: Fill | undefined, ctx: number, warning?: string): FitPlan => {
     const gpuLayers = f?.total ?? 0;
-    const host = hostNeed(m, gpuLayers, ctx, kvScale);
+    const nCpuMoe = gpuLayers > 0 ? f!.nCpuMoe : n0;
+    const host = hostNeed(m, gpuLayers, ctx, kvScale, nCpuMoe);
     let warn = warning;
     if (cpu && cpu.memoryFree > 0 && host > cpu.memoryFree) {
       const line = `the host part needs about ${mib(host)} but ${mib(cpu.memoryFree)} of RAM is free (memory-mapped weights page in from disk)`;
@@ -236,11 +311,18 @@ export function planFit(m: FitModelSizes, devices: readonly FitDevice[], request
       warn = warn ? `${warn}; ${line}` : line;
     }
     const used = f ? gpus.map((g, i) => ({ g, i })).filter(({ i }) => f.counts[i]! > 0) : [];
+    const inRam = expertsInRam(m, gpuLayers, nCpuMoe);
+    const firstGpu = m.layers + 1 - gpuLayers;
+    let onGpu = 0;
+    for (let il = Math.max(0, firstGpu); il < m.layers; il++) if (il >= nCpuMoe) onGpu += expertsOf(m, il);
     return {
       mode,
       gpuLayers,
       totalLayers,
       tensorSplit: f && gpuLayers > 0 ? [...f.counts] : [],
+      nCpuMoe,
+      cpuMoe: m.layers > 0 && nCpuMoe >= m.layers,
+      ...(expertTotal > 0 ? { experts: { totalBytes: expertTotal, layersInRam: inRam.layers, bytesInRam: inRam.bytes, bytesOnGpu: onGpu } } : {}),
       devices: used.map(({ g, i }) => ({ index: i, name: g.name, ...(g.description ? { description: g.description } : {}), memoryFree: g.memoryFree, layers: f!.counts[i]!, bytes: f!.bytes[i]! })),
       contextSize: ctx,
       requestedContextSize: requested,
@@ -251,6 +333,8 @@ export function planFit(m: FitModelSizes, devices: readonly FitDevice[], request
       ...(warn ? { warning: warn } : {}),
     };
   };
+  // All layers offloaded: 'moe' when some of their experts stay in RAM.
+  const allMode = (n: number): FitPlan['mode'] => (expertsInRam(m, totalLayers, n).bytes > 0 ? 'moe' : 'gpu');
 
   if (gpus.length === 0) {
     reasons.push(
@@ -264,47 +348,75 @@ export function planFit(m: FitModelSizes, devices: readonly FitDevice[], request
   const freeText = gpus.map((g) => `${g.name} ${mib(g.memoryFree)} free`).join(', ');
   reasons.push(`GPUs: ${freeText}; ${mib(margin)} kept free on each`);
 
-  const full = fill(m, gpus, requested, margin, kvScale);
+  const full = fill(m, gpus, requested, margin, kvScale, n0);
   if (full.total === totalLayers) {
     reasons.push(`all ${totalLayers} layers and a ${requested}-token context fit`);
-    return finish('gpu', full, requested);
+    return finish(allMode(n0), full, requested);
   }
   // Reduce the context (multiples of 256, not below the floor) until every layer fits.
   if (requested > floor) {
-    const atFloor = fill(m, gpus, floor, margin, kvScale);
+    const atFloor = fill(m, gpus, floor, margin, kvScale, n0);
     if (atFloor.total === totalLayers) {
       let lo = Math.ceil(floor / 256);
       let hi = Math.floor(requested / 256);
       let best = floor;
       while (lo <= hi) {
         const mid = (lo + hi) >> 1;
-        if (fill(m, gpus, mid * 256, margin, kvScale).total === totalLayers) {
+        if (fill(m, gpus, mid * 256, margin, kvScale, n0).total === totalLayers) {
           best = Math.max(best, mid * 256);
           lo = mid + 1;
         } else hi = mid - 1;
       }
       reasons.push(`all ${totalLayers} layers fit with the context reduced from ${requested} to ${best} tokens (floor ${floor})`);
-      return finish('gpu', fill(m, gpus, best, margin, kvScale), best);
+      return finish(allMode(n0), fill(m, gpus, best, margin, kvScale, n0), best);
     }
   }
   const ctx = floor;
-  const part = requested > floor ? fill(m, gpus, ctx, margin, kvScale) : full;
+  const reduced = requested > floor ? ` (reduced from ${requested}, the floor)` : '';
+  // A MoE model whose layers fit without (some of) their experts: the fewest first layers'
+  // experts in RAM (each more layer only lowers the GPU's share, so the first that fits is the least).
+  if (choose && fill(m, gpus, ctx, margin, kvScale, m.layers).total === totalLayers) {
+    let n = 1;
+    while (n < m.layers && fill(m, gpus, ctx, margin, kvScale, n).total < totalLayers) n++;
+    const f = fill(m, gpus, ctx, margin, kvScale, n);
+    const inRam = expertsInRam(m, totalLayers, n);
+    reasons.push(
+      `all ${totalLayers} layers fit with a ${ctx}-token context${reduced} when the experts of the first ${n} of ${m.layers} layers (${mib(inRam.bytes)}) stay in system RAM: nCpuMoe ${n}${n === m.layers ? ' (cpuMoe)' : ''}`,
+    );
+    return finish('moe', f, ctx, `the model's experts do not all fit in GPU memory: those of ${n} of ${m.layers} layers stay in system RAM (slower than all on the GPU)`);
+  }
+  const part = fill(m, gpus, ctx, margin, kvScale, choose ? m.layers : n0);
   if (part.total === 0) {
     reasons.push(`not even the output head fits in ${freeText} with a ${ctx}-token context: every layer runs on the CPU`);
     return finish('cpu', part, ctx, `the model does not fit in GPU memory (${freeText}): running on the CPU, much slower`);
   }
   reasons.push(
-    `only ${part.total} of ${totalLayers} layers fit with a ${ctx}-token context${requested > floor ? ` (reduced from ${requested}, the floor)` : ''}: the other ${totalLayers - part.total} run on the CPU`,
+    `only ${part.total} of ${totalLayers} layers fit with a ${ctx}-token context${reduced}${choose ? ', even with every layer\'s experts in system RAM (cpuMoe)' : ''}: the other ${totalLayers - part.total} run on the CPU`,
   );
   return finish('split', part, ctx, `the model does not fit in GPU memory: ${part.total} of ${totalLayers} layers on the GPU, ${totalLayers - part.total} on the CPU (slower)`);
 }
 
 /** A plan as text lines (`llamux doctor`). */
 export function describePlan(plan: FitPlan): string[] {
-  const lines = [
-    `plan: ${plan.mode === 'gpu' ? 'all on the GPU' : plan.mode === 'split' ? 'split between GPU and CPU' : 'CPU only'}, ${plan.gpuLayers} of ${plan.totalLayers} layers offloaded, context ${plan.contextSize} tokens`,
-  ];
+  const what =
+    plan.mode === 'gpu'
+      ? 'all on the GPU'
+      : plan.mode === 'moe'
+        ? `all layers on the GPU, the experts of ${plan.cpuMoe ? 'every layer' : `the first ${plan.nCpuMoe} layers`} in system RAM`
+        : plan.mode === 'split'
+          ? 'split between GPU and CPU'
+          : 'CPU only';
+  const lines = [`plan: ${what}, ${plan.gpuLayers} of ${plan.totalLayers} layers offloaded, context ${plan.contextSize} tokens`];
   for (const d of plan.devices) lines.push(`  ${d.name}: ${d.layers} layers, about ${mib(d.bytes)} of ${mib(d.memoryFree)} free`);
+  const e = plan.experts;
+  if (e && plan.gpuLayers > 0) {
+    lines.push(
+      e.bytesInRam === 0
+        ? `  experts: ${mib(e.totalBytes)} in all, ${mib(e.bytesOnGpu)} of them on the GPU`
+        : `  experts: ${mib(e.totalBytes)} in all; ${mib(e.bytesOnGpu)} on the GPU, ${mib(e.bytesInRam)} (of ${e.layersInRam} offloaded layer${e.layersInRam === 1 ? '' : 's'}) in system RAM`,
+    );
+  }
+  if (plan.nCpuMoe > 0) lines.push(`  load options: ${plan.cpuMoe ? 'cpuMoe: true' : `nCpuMoe: ${plan.nCpuMoe}`}`);
   lines.push(`  host: about ${mib(plan.hostBytes)}`);
   lines.push('why:');
   for (const r of plan.reasons) lines.push(`  - ${r}`);

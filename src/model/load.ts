@@ -7,7 +7,8 @@ import { native } from '../native/binding.js';
 import { Context } from '../engine/context.js';
 import { LlamuxError, abortError, fromNative } from '../errors.js';
 import { ensureDefaultLogger, libraryLog } from '../logger.js';
-import { modelSizesFromGguf, planFit, type FitPlan } from './fit.js';
+import { modelSizesFromGguf, planFit, type FitDevice, type FitPlan } from './fit.js';
+import { cpuMoeLayers, expertOverridePattern } from './moe.js';
 import { wrapModel, type ContextFactory, type Model } from './model.js';
 import { LoadModelOptionsSchema, parseOptions, type LoadModelOptions } from '../options.js';
 
@@ -27,6 +28,10 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
     throw new LlamuxError('INVALID_ARGUMENT', `Expected the model path to be a non-empty string but received ${typeof path === 'string' ? 'an empty string' : typeof path}`);
   }
   const o = parseOptions(LoadModelOptionsSchema, options, 'loadModel options');
+  if (o.cpuMoe === true && o.nCpuMoe !== undefined) {
+    throw new LlamuxError('INVALID_ARGUMENT', 'Invalid loadModel options: give cpuMoe (the experts of every layer) or nCpuMoe (those of the first N layers), not both');
+  }
+  const askedMoe = cpuMoeLayers(o);
   ensureDefaultLogger();
   const full = resolve(path);
   if (o.signal?.aborted) throw abortError(o.signal, 'Model loading');
@@ -48,13 +53,17 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
   let tensorSplit = o.tensorSplit;
   let fit: FitPlan | undefined;
   if (o.gpuLayers === 'auto' && !o.rpcServers && !o.vocabOnly) {
-    fit = await planForFile(full, o.fit);
+    fit = await planForFile(full, { ...o.fit, ...(askedMoe !== undefined ? { nCpuMoe: askedMoe } : {}) });
     if (fit) {
       gpuLayers = fit.gpuLayers;
       if (!tensorSplit && fit.tensorSplit.length > 1) tensorSplit = fit.tensorSplit;
       if (fit.warning) libraryLog('warn', `llamux: ${full}: ${fit.warning}`);
     }
   }
+  // The experts' placement: as asked, else as planned (every layer's when the plan says cpuMoe,
+  // which also covers multi-token-prediction blocks after the trunk).
+  const moeLayers = askedMoe ?? (fit && fit.nCpuMoe > 0 ? (fit.cpuMoe ? 'all' : fit.nCpuMoe) : undefined);
+  const expertPattern = moeLayers === undefined ? undefined : expertOverridePattern(moeLayers);
   try {
     const nm = await native.Model.load(full, {
       gpuLayers,
@@ -65,6 +74,7 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
       mtp: o.mtp,
       ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
       ...(tensorSplit ? { tensorSplit } : {}),
+      ...(expertPattern ? { cpuTensors: [expertPattern] } : {}),
     }, abortFlag, onProgress ? (p) => { try { onProgress(p); } catch { /* a throwing progress callback must not break loading */ } } : undefined);
     if (o.signal?.aborted) {
       nm.dispose();
@@ -88,7 +98,19 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
  * The 'auto' plan for a model file on this machine's devices (undefined when its GGUF header
  * cannot be read: llama.cpp then loads it, or says why it cannot). `llamux doctor` prints it.
  */
-export async function planForFile(path: string, request?: { contextSize?: number; sequences?: number; contextFloor?: number; marginMb?: number }): Promise<FitPlan | undefined> {
+export async function planForFile(
+  path: string,
+  request?: {
+    contextSize?: number;
+    sequences?: number;
+    contextFloor?: number;
+    marginMb?: number;
+    /** Experts kept in RAM as the load asks (the plan then does not choose). */
+    nCpuMoe?: number | 'all';
+    /** Plan for these devices instead of the ones ggml reports. */
+    devices?: readonly FitDevice[];
+  },
+): Promise<FitPlan | undefined> {
   let sizes;
   try {
     // Loaded lazily: the root export keeps the GGUF modules out of its static graph.
@@ -98,8 +120,8 @@ export async function planForFile(path: string, request?: { contextSize?: number
     return undefined;
   }
   if (sizes.layers === 0) return undefined;
-  const { marginMb, ...rest } = request ?? {};
-  return Object.freeze(planFit(sizes, native.systemInfo().devices, { ...rest, ...(marginMb !== undefined ? { marginBytes: marginMb * 1024 * 1024 } : {}) }));
+  const { marginMb, devices, ...rest } = request ?? {};
+  return Object.freeze(planFit(sizes, devices ?? native.systemInfo().devices, { ...rest, ...(marginMb !== undefined ? { marginBytes: marginMb * 1024 * 1024 } : {}) }));
 }
 
 /** Whether llama.cpp has a GPU (or integrated GPU) device to offload layers to. */

@@ -6,7 +6,7 @@ import type { FitPlan } from './fit.js';
 import { Adapter } from './adapter.js';
 import { resolve as resolvePath } from 'node:path';
 import type { ModelHandle } from './handle.js';
-import type { ModelMetadata, TokenInfo, VocabInfo } from './types.js';
+import type { ModelMetadata, TokenInfo, VocabInfo, WeightPlacement } from './types.js';
 import { toInt32Array } from '../engine/tokens.js';
 import type { MarkerOption } from '../engine/markers.js';
 import {
@@ -21,7 +21,7 @@ import {
 } from '../options.js';
 
 export { TokenAttribute } from './types.js';
-export type { ModelMetadata, TokenInfo, VocabInfo } from './types.js';
+export type { ModelMetadata, TokenInfo, VocabInfo, WeightPlacement } from './types.js';
 
 declare module './handle.js' {
   /** `ctx.model` is this class (src/model/handle.ts, RegisteredModel). */
@@ -256,6 +256,18 @@ export class Model implements ModelHandle {
     const s = this.#n().rpcState();
     if (!s) return undefined;
     return { servers: s.servers, ...(s.dead ? { failed: s.message } : {}) };
+  }
+
+  /**
+   * Where llama.cpp placed each weight tensor, and the bytes per place: what gpuLayers,
+   * tensorSplit and cpuMoe/nCpuMoe did (with cpuMoe the experts of offloaded layers read "CPU").
+   * @throws LlamuxError DISPOSED
+   */
+  placement(): WeightPlacement {
+    const { tensors } = this.#n().placement();
+    const devices: Record<string, number> = {};
+    for (const t of tensors) devices[t.device] = (devices[t.device] ?? 0) + t.bytes;
+    return { devices, tensors };
   }
 
   /** Any GGUF metadata value by key, as text; undefined when absent. */

@@ -59,6 +59,20 @@ export interface TokenInfo {
   isControl: boolean;
 }
 
+/** Where llama.cpp placed a model's weights (Model.placement()). */
+export interface WeightPlacement {
+  /** Weight bytes per place: "CPU" (system RAM) or a device name (CUDA0, Vulkan0, RPC0[host:port] ...). */
+  devices: Readonly<Record<string, number>>;
+  tensors: ReadonlyArray<{
+    name: string;
+    bytes: number;
+    /** "CPU" or a device name, as in `devices`. */
+    device: string;
+    /** ggml's buffer type: CPU, CPU_Mapped (memory-mapped file), CPU_REPACK, CUDA0, Vulkan0 ... */
+    bufferType: string;
+  }>;
+}
+
 export interface ModelMetadata {
   /** general.architecture, e.g. "llama". */
   architecture: string;

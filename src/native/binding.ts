@@ -21,6 +21,8 @@ export interface NativeLoadOptions {
   /** host:port of each RPC server; layers go to their devices. */
   rpcServers?: string[];
   tensorSplit?: number[];
+  /** Patterns (std::regex, searched in the name) of weights kept in a CPU buffer (src/model/moe.ts). */
+  cpuTensors?: string[];
 }
 
 /** startRpcServer(): what the RPC server exposes. */

@@ -67,5 +67,7 @@ export interface NativeModel {
   rpcState(): NativeRpcState | null;
   /** A LoRA adapter loaded on a worker thread (native/model/adapter_js.cc); freed with the model. */
   loadAdapter(path: string): Promise<{ id: number; path: string; fingerprint: string; metadata: Record<string, string> }>;
+  /** Where each weight tensor was placed ("CPU" for host buffers). */
+  placement(): { tensors: Array<{ name: string; bytes: number; bufferType: string; device: string }> };
   dispose(): void;
 }

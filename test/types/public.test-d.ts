@@ -85,4 +85,14 @@ describe('public types', () => {
     expectTypeOf<typeof llamux>().toHaveProperty('loadModel');
     expectTypeOf<typeof llamux>().toHaveProperty('Session');
   });
+
+  it('MoE placement: the load options, the plan and the placement report', () => {
+    type Options = NonNullable<Parameters<typeof llamux.loadModel>[1]>;
+    expectTypeOf<{ cpuMoe: true }>().toExtend<Options>();
+    expectTypeOf<{ nCpuMoe: 4 }>().toExtend<Options>();
+    expectTypeOf<llamux.FitDevice[]>().toExtend<NonNullable<NonNullable<Options['fit']>['devices']>>();
+    expectTypeOf<'moe'>().toExtend<llamux.FitPlan['mode']>();
+    expectTypeOf<llamux.FitPlan['experts']>().toEqualTypeOf<llamux.FitExpertPlan | undefined>();
+    expectTypeOf<ReturnType<llamux.Model['placement']>>().toEqualTypeOf<llamux.WeightPlacement>();
+  });
 });
