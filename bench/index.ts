@@ -82,7 +82,8 @@ for (const suite of suites) {
     const { runCorrectnessBench } = await import('./workloads/correctness.js');
     const r = await runCorrectnessBench({ ...common, ...(url ? { url } : {}) });
     console.log(r.text);
-    if (r.llamuxFailed) process.exitCode = 1;
+    // a failed check of llamux (or, with --url, of that server) fails the run
+    if (r.failed) process.exitCode = 1;
   } else if (suite === 'rpc') {
     const { runRpcBench } = await import('./workloads/rpc.js');
     console.log(await runRpcBench(common));

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { ChatTemplate, buildChatPrompt, loadModel, setLogger, type ChatMessage, type TokenLogprob } from '../../src/index.js';
 import { createServer } from '../../src/server/index.js';
 import { ensureEchoModel, fillerText, markerOf, markerWordsIn } from '../echo-model.js';
-import { llamaServerBinary, startLlamaServer } from '../drivers/llama-server.js';
+import { builtLlamaServer, llamaServerBinary, startLlamaServer } from '../drivers/llama-server.js';
 import { startLlamuxProcess } from '../drivers/llamux-process.js';
 import { progress, progressDone, table, writeResult, type Row } from '../report.js';
 import { tempDirFor } from '../util.js';
@@ -390,8 +390,8 @@ async function tenantCheck(modelPath: string, s: Size, threads: number, detail: 
 
 export interface CorrectnessResult {
   text: string;
-  /** A llamux check failed (the suite then exits non-zero). */
-  llamuxFailed: boolean;
+  /** A check of the server under test failed: llamux's, or with --url that server's (the suite then exits non-zero). */
+  failed: boolean;
 }
 
 async function firstModelId(url: string): Promise<string> {
@@ -423,7 +423,7 @@ export async function runCorrectnessBench(opts: CorrectnessOptions = {}): Promis
     const file = writeResult('correctness', { mode: opts.quick ? 'quick' : 'full', url, model: t.model, size: s, coldFrom: how, phase: p });
     return {
       text: [table(`correctness: ${url} (model "${t.model}"; ${setting}; cold answers: ${how})`, rows), `note: cached replies (cached_tokens > 0): ${p.cachedReplies} of ${p.replies}`, `results: ${file}`].join('\n'),
-      llamuxFailed: false,
+      failed: rows.some((r) => String(r[url]).startsWith('FAIL')),
     };
   }
 
@@ -454,7 +454,7 @@ export async function runCorrectnessBench(opts: CorrectnessOptions = {}): Promis
   results.llamux.tenants = await tenantCheck(modelPath, s, threads, detail);
 
   // llama-server: the same conversations, its cold answers with cache_prompt: false
-  const ls = llamaServerBinary();
+  const ls = opts.quick ? builtLlamaServer() : llamaServerBinary();
   if (ls.path) {
     const srv = await startLlamaServer(ls.path, modelPath, { ctx: s.sequences * 1024, parallel: s.sequences, threads });
     try {
@@ -482,5 +482,5 @@ export async function runCorrectnessBench(opts: CorrectnessOptions = {}): Promis
     llamuxFailed ? 'llamux: FAILED' : 'llamux: every check passed',
     `results: ${file}`,
   ].join('\n');
-  return { text, llamuxFailed };
+  return { text, failed: llamuxFailed };
 }
