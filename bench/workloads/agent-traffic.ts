@@ -13,7 +13,9 @@
 // of the thinking span is forced), then a grammar-forced tool call on closed (enum) schemas.
 // llama-server, built from the same llama.cpp source, gets the stateless equivalent of every
 // turn: chat completions with the full history llamux saw (reasoning kept where the client kept
-// it), `cache_prompt: true`, one slot, writing its own turn of the same length. Per turn: prompt
+// it), `cache_prompt: true`, one slot, writing one token: what it writes is not the turn the
+// history carries next, so its next prompt diverges right after this one whatever the length it
+// wrote (the same cut it would face writing a whole turn, at a fraction of the time). Per turn: prompt
 // tokens, prefilled tokens (llamux: its usage; llama-server: `timings.prompt_n`) and the time to
 // the first streamed delta, on the client.
 import { join } from 'node:path';
@@ -24,7 +26,6 @@ import { createServer } from '../../src/server/index.js';
 import { llamaServerBinary, startLlamaServer } from '../drivers/llama-server.js';
 import { postSse, type SseEvent } from '../drivers/sse.js';
 import { fmt, progress, progressDone, table, writeResult, type Row } from '../report.js';
-import { closed } from './reasoning-replay.js';
 import { Prng } from '../../src/gguf/prng.js';
 import { USER } from './replay.js';
 
@@ -81,8 +82,7 @@ const DOC_WORDS = (
 
 /**
  * Tool schemas as agents send them: a few tools (Claude Code sends about 16) with long usage
- * descriptions, grown until the system turn reaches `targetTokens`. Parameters are closed to a
- * few values (`closed`) so the random model's forced calls end after a known number of tokens.
+ * descriptions, grown until the system turn reaches `targetTokens`.
  */
 function agentTools(model: Model, count: number, targetTokens: number): { tools: Tool[]; systemTokens: number } {
   const template = ChatTemplate.fromModel(model);
@@ -92,8 +92,9 @@ function agentTools(model: Model, count: number, targetTokens: number): { tools:
     return Array.from({ length: count }, (_, i) => {
       const name = i < TOOL_NAMES.length ? TOOL_NAMES[i]! : `${TOOL_NAMES[i % TOOL_NAMES.length]!}${Math.floor(i / TOOL_NAMES.length)}`;
       const description = Array.from({ length: words }, () => DOC_WORDS[Math.floor(r.next() * DOC_WORDS.length)]!).join(' ');
-      const parameters = { type: 'object', properties: { path: { type: 'string', description: 'The absolute path.' }, limit: { type: 'integer', description: 'How many lines.' } }, required: ['path'] };
-      return { name, description: `${description[0]!.toUpperCase()}${description.slice(1)}.`, parameters: closed(parameters) };
+      // One parameter closed to two short values: a forced call is a few dozen tokens.
+      const parameters = { type: 'object', properties: { path: { type: 'string', description: 'The absolute path.', enum: ['/a.ts', '/b.ts'] } }, required: ['path'] };
+      return { name, description: `${description[0]!.toUpperCase()}${description.slice(1)}.`, parameters };
     });
   };
   const base = measure(make(1));
@@ -371,7 +372,7 @@ async function llamaServerShape(bin: string, path: string, tools: Tool[], run: S
     for (let k = 0; k < run.equivalents.length; k++) {
       progress(`agent-traffic: llama-server, ${shape}, turn ${k}/${run.equivalents.length - 1}`);
       const body = {
-        model: 'qwen35', messages: run.equivalents[k], tools: chatTools, temperature: 0, max_tokens: Math.max(1, run.turns[k]!.completionTokens),
+        model: 'qwen35', messages: run.equivalents[k], tools: chatTools, temperature: 0, max_tokens: 1,
         cache_prompt: true, stream: true, stream_options: { include_usage: true },
       };
       const r = await postSse(`${srv.url}/v1/chat/completions`, body);
@@ -440,7 +441,7 @@ export async function runAgentTrafficBench(opts: AgentTrafficOptions = {}): Prom
   const turns = opts.turns ?? (opts.quick ? 3 : 8);
   const systemTokens = opts.systemTokens ?? (opts.quick ? 1500 : 12_000);
   const threads = opts.threads ?? (opts.quick ? 1 : 2);
-  const budget = 12;
+  const budget = 8;
   const resultTokens = opts.quick ? 40 : 120;
   setLogger('silent');
   progress('agent-traffic: preparing the zoo qwen35 model');
@@ -528,7 +529,7 @@ export async function runAgentTrafficBench(opts: AgentTrafficOptions = {}): Prom
   }
   out.unshift(table(`agent-traffic: turn ${turns} per client shape (zoo qwen35: Qwen3.5 vocabulary and template, hybrid, random weights; system prompt ${systemPromptTokens} tokens with ${tools.length} tool schemas; ${threads} thread${threads > 1 ? 's' : ''})`, summary));
   if (lsBin.why) out.push(`note: llama-server not measured (${lsBin.why})\n`);
-  else out.push('note: llama-server gets each turn as chat completions with the full history (reasoning kept where the client kept it), cache_prompt on, one slot; it writes its own turn of the same length, so its next prompt diverges after the previous one (a hybrid model needs a checkpoint there)\n');
+  else out.push('note: llama-server gets each turn as chat completions with the full history (reasoning kept where the client kept it), cache_prompt on, one slot, max_tokens 1: its next prompt diverges right after this one (a hybrid model needs a checkpoint there), as it would after writing a whole turn of its own\n');
   const file = writeResult('agent-traffic', { mode: opts.quick ? 'quick' : 'full', turns, threads, systemPromptTokens, tools: tools.length, budget, resultTokens, llamux: runs, llamaServer: lsBin.path ? ls : { notMeasured: lsBin.why } });
   out.push(`results: ${file}`);
   return out.join('\n');
