@@ -18,6 +18,7 @@
 // wrote (the same cut it would face writing a whole turn, at a fraction of the time). Per turn: prompt
 // tokens, prefilled tokens (llamux: its usage; llama-server: `timings.prompt_n`) and the time to
 // the first streamed delta, on the client.
+import { copyFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../../src/native/binding.js';
 import { ensureZooModels } from '../../src/gguf/index.js';
@@ -26,6 +27,7 @@ import { createServer } from '../../src/server/index.js';
 import { llamaServerBinary, startLlamaServer } from '../drivers/llama-server.js';
 import { postSse, type SseEvent } from '../drivers/sse.js';
 import { fmt, progress, progressDone, table, writeResult, type Row } from '../report.js';
+import { tempDirFor } from '../util.js';
 import { Prng } from '../../src/gguf/prng.js';
 import { USER } from './replay.js';
 
@@ -446,7 +448,11 @@ export async function runAgentTrafficBench(opts: AgentTrafficOptions = {}): Prom
   setLogger('silent');
   progress('agent-traffic: preparing the zoo qwen35 model');
   const zoo = await ensureZooModels(join(packageRoot, '.cache', 'zoo'), { vocabDir: join(packageRoot, '.cache', 'llama.cpp-models'), architectures: ['qwen35'] });
-  const path = zoo.qwen35.path;
+  // A private copy: the zoo folder is shared, and a checkout of another version may replace
+  // the file while llama-server still has to open it.
+  const dir = tempDirFor('agent-traffic');
+  const path = join(dir, 'qwen35.gguf');
+  copyFileSync(zoo.qwen35.path, path);
   const model: Model = await loadModel(path);
   const runs: Partial<Record<Shape, ShapeRun>> = {};
   const ls: Partial<Record<Shape, TurnMeasure[]>> = {};
@@ -480,6 +486,7 @@ export async function runAgentTrafficBench(opts: AgentTrafficOptions = {}): Prom
   } finally {
     progressDone();
     await model.dispose();
+    rmSync(dir, { recursive: true, force: true });
   }
 
   const out: string[] = [];
