@@ -1,4 +1,4 @@
-// Issue 41's suites end to end in their quick modes (each takes 30-60 s here, so this file is on
+// Issue 41's suites end to end in their quick modes (12-60 s each here, so this file is on
 // the slow list): `agent-traffic` prints a table per client shape and llamux reuses each
 // conversation's KV from turn 1 on; `correctness` passes every llamux check and exits 0, and
 // exits 1 against a server that hands conversations each other's replies.
