@@ -15,7 +15,7 @@
 //               the same checks on both; for llamux also kill -9 while the disk tier is being
 //               written and a restart on it (plus a tier file cut in half), a corrupted tier
 //               folder, and tenant isolation (--isolate-tenants).
-import { readdirSync, statSync, truncateSync, openSync, readSync, writeSync, closeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readSync, rmSync, statSync, truncateSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { ChatTemplate, buildChatPrompt, loadModel, setLogger, type ChatMessage, type TokenLogprob } from '../../src/index.js';
 import { createServer } from '../../src/server/index.js';
@@ -354,6 +354,7 @@ async function diskChecks(modelPath: string, s: Size, cold: Map<string, Reply>, 
   progress('correctness: llamux (disk tier), after corrupting the files');
   const afterCorrupt = await verifyAfterRestart({ url: c.url, model: 'echo' }, s, cold, 'disk');
   await c.close();
+  rmSync(dir, { recursive: true, force: true });
   detail.corrupt = { files: all.length, afterRestart: afterCorrupt };
   const p = afterCorrupt.phase;
   out.corrupt = all.length === 0
