@@ -23,6 +23,8 @@ export const SLOW_TEST_FILES = [
   // runs the benchmarks, which build bench/native/raw_decode.cc (build-native.mjs with
   // LLAMUX_BUILD_BENCH=1) when the build lacks it, as `npm install` leaves it
   'test/bench/quick.test.ts',
+  // issue 41's agent-traffic and correctness suites in quick mode: 12-60 s each here
+  'test/bench/agents.test.ts',
   // the cache-path determinism sweep on the 250 M model (paths.test.ts runs it on the tiny shape)
   'test/determinism/paths-250m.test.ts',
   // the same sweep over six zoo architectures

@@ -1,14 +1,15 @@
-// `npm run bench [-- --quick] [-- --suite engine,replay] [-- --threads N]`: runs benchmark suites,
+// `npm run bench [-- --quick] [-- --suite engine,replay] [-- --threads N]` (`--suite correctness -- --url URL`: check that server): runs benchmark suites,
 // prints a table per suite and writes JSON results under bench/results/.
 import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
-const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings', 'speculative', 'bounded', 'determinism'];
+const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings', 'speculative', 'bounded', 'determinism', 'agent-traffic', 'correctness'];
 // Named only: `families` (every zoo architecture, builds llama-server on first use),
 // `reasoning-replay` (the Qwen3.5 reasoning replay of issue 25), `surface`, `embeddings` and
-// `speculative` (issue 27) and `determinism` (issue 26) are not in the default run.
-const NAMED_ONLY = new Set(['families', 'reasoning-replay', 'surface', 'embeddings', 'speculative', 'determinism']);
+// `speculative` (issue 27), `determinism` (issue 26), `agent-traffic` and `correctness` (issue 41)
+// are not in the default run.
+const NAMED_ONLY = new Set(['families', 'reasoning-replay', 'surface', 'embeddings', 'speculative', 'determinism', 'agent-traffic', 'correctness']);
 const DEFAULT = KNOWN.filter((s) => !NAMED_ONLY.has(s));
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -72,6 +73,17 @@ for (const suite of suites) {
   } else if (suite === 'bounded') {
     const { runBoundedBench } = await import('./workloads/bounded.js');
     console.log(await runBoundedBench(common));
+  } else if (suite === 'agent-traffic') {
+    const { runAgentTrafficBench } = await import('./workloads/agent-traffic.js');
+    console.log(await runAgentTrafficBench(common));
+  } else if (suite === 'correctness') {
+    // `-- --url URL`: check that server instead of starting llamux and llama-server
+    const url = args.find((a) => a.startsWith('--url='))?.slice('--url='.length) ?? (args.includes('--url') ? args[args.indexOf('--url') + 1] : undefined);
+    const { runCorrectnessBench } = await import('./workloads/correctness.js');
+    const r = await runCorrectnessBench({ ...common, ...(url ? { url } : {}) });
+    console.log(r.text);
+    // a failed check of llamux (or, with --url, of that server) fails the run
+    if (r.failed) process.exitCode = 1;
   } else if (suite === 'rpc') {
     const { runRpcBench } = await import('./workloads/rpc.js');
     console.log(await runRpcBench(common));

@@ -16,6 +16,11 @@ const srcDir = join(cacheDir, 'llama-server-src');
 const buildDir = join(cacheDir, 'llama-server-build');
 const binary = join(buildDir, 'bin', 'llama-server');
 
+/** The llama-server binary when it is already built (quick runs never start a build). */
+export function builtLlamaServer(): { path?: string; why?: string } {
+  return existsSync(binary) ? { path: binary } : { why: `not built (${binary}); a full run builds it` };
+}
+
 /**
  * The llama-server binary, built on first use (a few minutes: the whole llama.cpp with
  * -march=native, ccache when present). Undefined, with the reason, when it cannot be built.
