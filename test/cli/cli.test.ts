@@ -206,7 +206,7 @@ describe('llamux CLI', () => {
       folder.remove();
     }
     const [both, stray] = await refusals;
-    expect(both.stderr).toMatch(/serve needs --model PATH or --models DIR\|FILE \(one of them\)/);
+    expect(both.stderr).toMatch(/serve needs --model PATH \(or a model reference\) or --models DIR\|FILE \(one of them\)/);
     expect(stray.stderr).toMatch(/--models-max and --sleep-idle-seconds apply to --models/);
   });
 });

@@ -410,8 +410,9 @@ describe('server abuse', () => {
     }
     for (const field of ['chat_template', 'chat_template_kwargs', 'template', 'model_path', 'grammar_file', 'lora', 'slot_save_path', 'prompt_file', 'system_prompt_file']) {
       const o = await send('/v1/chat/completions', JSON.stringify({ model: 'x', messages: [{ role: 'user', content: 'hi' }], [field]: '/etc/passwd' }));
-      // chat_template_kwargs is an OpenAI-side field (#25), but only an object of template variables: a path is still a 400.
-      expectOpenAIError(o, 400, new RegExp(field === 'chat_template_kwargs' ? field : `unknown field "${field}"`));
+      // chat_template_kwargs is an OpenAI-side field (#25), but only an object of template variables,
+      // and lora llama-server's list of adapter ids and scales (#38): a path is still a 400.
+      expectOpenAIError(o, 400, new RegExp(field === 'chat_template_kwargs' || field === 'lora' ? field : `unknown field "${field}"`));
       const a = await send('/v1/messages', JSON.stringify({ model: 'x', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }], [field]: '/etc/passwd' }));
       expectAnthropicError(a, 400, 'invalid_request_error', new RegExp(`unknown field "${field}"`));
     }
