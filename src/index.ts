@@ -6,7 +6,7 @@
 // ---- models, contexts, sessions --------------------------------------------------------
 export { Model, TokenAttribute } from './model/model.js';
 export { loadModel, planForFile } from './model/load.js';
-export type { ModelMetadata, TokenInfo, VocabInfo } from './model/model.js';
+export type { MediaLimits, ModelCapabilities, ModelMetadata, ProjectorReport, TokenInfo, VocabInfo } from './model/model.js';
 export type { FimTokens } from './model/types.js';
 export { Context, Generation } from './engine/context.js';
 export type { ContextSettings } from './engine/context.js';
@@ -21,6 +21,7 @@ export type {
   InfillOptions,
   LoadModelOptions,
   PrefillOptions,
+  PromptPart,
   ResponseFormat,
   SessionOptions,
   SpeculativeOptions,

@@ -10,6 +10,10 @@
 #include "model/rpc.h"
 #include "model/tokenizer.h"
 
+namespace llamux::media {
+class Projector;
+}
+
 namespace llamux {
 
 // Owns the llama_model. Engines hold a shared_ptr, so the weights outlive a disposed
@@ -25,6 +29,9 @@ struct ModelHandle {
   std::shared_ptr<rpc::Group> rpc;
   // Loaded with its multi-token-prediction blocks (LoadOptions mtp on a model that has them).
   bool mtpLoaded = false;
+  // The multimodal projector (loadModel { projector }), set once on the JS thread right after
+  // the load, before any context exists (media/projector.h).
+  std::shared_ptr<media::Projector> projector;
   // What the bounded tokenizer needs to know of the vocabulary (built on first use).
   const TokenizerIndex &Tokenizer();
   ~ModelHandle();

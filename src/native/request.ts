@@ -14,6 +14,7 @@ import { promptOpensReasoning, type ResolvedReasoningMarkers } from '../engine/r
 import { GGML_TYPE_IDS, type ContextOptionsSchema, type ParsedContinueOptions, type ParsedGenerateOptions } from '../options.js';
 import { isZodSchema, parametersJsonSchema } from '../tool-schema.js';
 import { toInt32Array } from '../engine/tokens.js';
+import { mediaOf } from '../engine/media.js';
 import type { z } from 'zod';
 
 export type ParsedContextOptions = z.output<typeof ContextOptionsSchema>;
@@ -236,6 +237,7 @@ export function generateRequest(
   return {
     id,
     promptTokens,
+    media: mediaOf(promptTokens),
     ...sessionFields(session, o.waitForSession),
     continueSession: false,
     expectCommitted: NO_EXPECT,
@@ -258,6 +260,7 @@ export function continueRequest(
   return {
     id,
     promptTokens: tail,
+    media: mediaOf(tail),
     ...sessionFields(session, o.waitForSession),
     continueSession: true,
     expectCommitted: o.expectCommitted ? toInt32Array(o.expectCommitted) : NO_EXPECT,
@@ -273,6 +276,7 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
   return {
     id,
     promptTokens,
+    media: mediaOf(promptTokens),
     ...sessionFields(session, false),
     continueSession: false,
     expectCommitted: NO_EXPECT,
