@@ -182,11 +182,13 @@ export type {
 export { ChatTemplate, DEFAULT_CHAT_TEMPLATE, renderChat } from './chat/template.js';
 export type { ChatTemplateOptions, RenderChatOptions } from './chat/template.js';
 export { buildChatPrompt, markerTexts } from './chat/prompt.js';
+export { buildChatPromptWithMedia, hasChatMedia } from './chat/media.js';
 export type { BuildChatPromptOptions, ChatPrompt, MarkerTexts, ReplaySpan } from './chat/prompt.js';
 export { parseToolCallSpan, newToolCallId, argumentsObject } from './chat/tool-calls.js';
 export type { SpanToolCall } from './chat/tool-calls.js';
-export { ChatMessageSchema, ChatMessagesSchema, ChatToolCallSchema, ChatToolDefinitionSchema } from './chat/types.js';
+export { ChatContentPartSchema, ChatMessageSchema, ChatMessagesSchema, ChatToolCallSchema, ChatToolDefinitionSchema } from './chat/types.js';
 export type {
+  ChatContentPart,
   ChatMessage,
   ChatSystemMessage,
   ChatUserMessage,

@@ -5,7 +5,7 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadModel, type Context, type Model, type PromptPart } from '../../src/index.js';
+import { buildChatPrompt, buildChatPromptWithMedia, ChatTemplate, loadModel, type Context, type Model, type PromptPart } from '../../src/index.js';
 import type { ZooModelDescription } from '../../src/gguf/index.js';
 import { encodePng, patternPng, pngHeaderOnly } from '../helpers/images.js';
 import { ensureProjector } from '../helpers/projector.js';
@@ -139,6 +139,37 @@ describe('images in prompts (zoo qwen3 + a generated gemma3 projector)', () => {
     } finally {
       await c.dispose();
     }
+  });
+
+  it('chat messages with image parts: the template renders around the image, whose tokens are spliced in at its place', async () => {
+    const template = ChatTemplate.fromModel(model);
+    const withImage = [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'Look at this picture: ' }, { type: 'image' as const, image: imageA }, { type: 'text' as const, text: ' What is in it?' }] }];
+    const p = await buildChatPromptWithMedia(model, withImage, { template });
+    const ids = Array.from(p.tokens);
+    const first = ids.findIndex((t) => t < 0);
+    const media = ids.filter((t) => t < 0);
+    expect(media.length).toBe(projector.tokensPerImage);
+    expect(ids.slice(first, first + media.length).every((t) => t < 0)).toBe(true); // one run
+    // the text around the image is the template's, tokenized as for text-only messages
+    const before = buildChatPrompt(model, [{ role: 'user', content: 'Look at this picture: ' }], { template, addGenerationPrompt: false }).tokens;
+    const head = Array.from(before).slice(0, Array.from(before).length - model.tokenize('<|im_end|>\n', { addSpecial: false, parseSpecial: true }).length);
+    expect(ids.slice(0, head.length)).toEqual(head);
+    // the prompt runs, and the same conversation again reuses the image's KV
+    const c = await model.createContext({ contextSize: 512, sequences: 1, threads: 2, toolCallMarkers: false });
+    try {
+      const r1 = await c.generate({ prompt: p.tokens, maxTokens: 2, temperature: 0 }).result;
+      const again = await buildChatPromptWithMedia(model, withImage, { template });
+      expect(Array.from(again.tokens)).toEqual(ids);
+      const r2 = await c.generate({ prompt: again.tokens, maxTokens: 2, temperature: 0 }).result;
+      expect(r2.reusedTokens).toBe(r1.promptTokens - 1);
+    } finally {
+      await c.dispose();
+    }
+    // bad media names the message and the part
+    const bad = [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'x' }, { type: 'image' as const, image: Buffer.from('not an image at all') }] }];
+    await expect(buildChatPromptWithMedia(model, bad, { template })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('messages[0].content[1] (image)') });
+    // without the media path, a media part is refused
+    expect(() => buildChatPrompt(model, withImage, { template })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 
   it('bad media: typed errors naming the part, and the context keeps working', async () => {
