@@ -141,6 +141,27 @@ describe('images in prompts (zoo qwen3 + a generated gemma3 projector)', () => {
     }
   });
 
+  it('RAM tier and prefillOnly + parentKey key on the image too', async () => {
+    const c = await model.createContext({ contextSize: 512, sequences: 1, threads: 2, cacheRamMb: 16, toolCallMarkers: false });
+    try {
+      const first = await run(c, prompt(imageA), 2);
+      await run(c, [{ type: 'text', text: 'Something else entirely, to take the only sequence.' }], 2); // imageA's state moves to the RAM tier
+      const same = await run(c, prompt(imageA, ' Describe it.'), 2);
+      expect(same.cache.tier).toBe('ram');
+      expect(same.reusedTokens).toBe(first.promptTokens - textTokens(' What is in it?'));
+      await run(c, [{ type: 'text', text: 'Something else entirely, to take the only sequence.' }], 2);
+      const other = await run(c, prompt(imageA1, ' Describe it.'), 2);
+      expect(other.reusedTokens).toBeLessThanOrEqual(textTokens('Look at this picture:', true) + textTokens('<start_of_image>'));
+      // a warmed prefix with an image, continued by a key
+      const warm = await c.prefillOnly([{ type: 'text', text: 'Look at this picture:' }, { type: 'image', image: imageB }, { type: 'text', text: ' Now:' }]);
+      const child = await c.generate({ parentKey: warm.key, prompt: ' what is it?', maxTokens: 2, temperature: 0 }).result;
+      expect(child.reusedTokens).toBe(warm.tokens);
+      expect(child.promptTokens).toBe(warm.tokens + textTokens(' what is it?'));
+    } finally {
+      await c.dispose();
+    }
+  });
+
   it('chat messages with image parts: the template renders around the image, whose tokens are spliced in at its place', async () => {
     const template = ChatTemplate.fromModel(model);
     const withImage = [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'Look at this picture: ' }, { type: 'image' as const, image: imageA }, { type: 'text' as const, text: ' What is in it?' }] }];
