@@ -64,6 +64,7 @@ async function serve(args: string[]): Promise<void> {
     'chat-template': { type: 'string' },
     'max-body': { type: 'string' },
     rpc: { type: 'string' },
+    mmproj: { type: 'string' },
     quiet: { type: 'boolean', short: 'q' },
   });
   if (values.help) {
@@ -119,6 +120,7 @@ async function serve(args: string[]): Promise<void> {
     ...(values['chat-template'] !== undefined ? { chatTemplate: readFileSync(values['chat-template'], 'utf8') } : {}),
     ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
     ...(values.rpc !== undefined ? { rpcServers: parseRpcList(values.rpc) } : {}),
+    ...(values.mmproj !== undefined ? { projector: values.mmproj } : {}),
     onProgress: progress.onProgress,
   });
   progress.done();

@@ -22,6 +22,16 @@ export function hasChatMedia(messages: readonly ChatMessage[]): boolean {
  * @throws LlamuxError INVALID_ARGUMENT (bad media, or a template that drops a part), UNSUPPORTED (no projector)
  */
 export async function buildChatPromptWithMedia(model: Model, messages: readonly ChatMessage[], options: BuildChatPromptOptions): Promise<ChatPrompt> {
+  const prepared = await prepareChatMedia(model, messages);
+  return buildChatPrompt(model, prepared.messages, { ...options, media: prepared.media });
+}
+
+/**
+ * The media of the messages tokenized (libmtmd, native thread), each replaced in its message by
+ * a placeholder: what buildChatPrompt's `media` option splices back (the server hands both to
+ * its prompt workers).
+ */
+export async function prepareChatMedia(model: Model, messages: readonly ChatMessage[]): Promise<{ messages: ChatMessage[]; media: Map<string, Int32Array> }> {
   const nonce = randomBytes(6).toString('hex');
   const media = new Map<string, Int32Array>();
   const jobs: Array<Promise<void>> = [];
@@ -51,5 +61,5 @@ export async function buildChatPromptWithMedia(model: Model, messages: readonly 
     return { role: 'user', content: text };
   });
   await Promise.all(jobs);
-  return buildChatPrompt(model, converted, { ...options, media });
+  return { messages: converted, media };
 }

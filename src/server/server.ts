@@ -115,6 +115,9 @@ export interface ServerOptions {
   /** `host:port` of `llamux rpc-server` processes that hold the layers of `modelPath`
    * (see loadModel's `rpcServers`). */
   rpcServers?: string[];
+  /** A multimodal projector (`mmproj-*.gguf`) for `modelPath` (loadModel's `projector`): user
+   * messages may then hold images (OpenAI `image_url` data: URLs, Anthropic base64 `image` blocks). */
+  projector?: string;
 }
 
 const ServerOptionsSchema = z
@@ -158,6 +161,7 @@ const ServerOptionsSchema = z
     modelName: z.string().min(1).optional(),
     onProgress: z.custom<(p: number) => void>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
     rpcServers: z.array(rpcEndpoint).min(1).max(16).optional(),
+    projector: z.string().min(1).optional(),
   })
   .strict()
   .refine((o) => (o.model === undefined) !== (o.modelPath === undefined), { message: 'give exactly one of "model" and "modelPath"' });
@@ -234,6 +238,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
   const model = o.model ?? (await loadModel(o.modelPath!, {
     ...(o.onProgress ? { onProgress: o.onProgress } : {}),
     ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
+    ...(o.projector ? { projector: o.projector } : {}),
     fit: { contextSize: o.ctx, sequences: o.parallel },
     ...(o.speculative === 'mtp' || (typeof o.speculative === 'object' && o.speculative.mode === 'mtp') ? { mtp: true } : {}),
   }));
@@ -298,7 +303,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     const modelEntry = (anthropic: boolean) =>
       anthropic
         ? { type: 'model', id: name, display_name: name, created_at: new Date(started * 1000).toISOString() }
-        : { id: name, object: 'model', created: started, owned_by: 'llamux' };
+        : { id: name, object: 'model', created: started, owned_by: 'llamux', capabilities: { vision: model.capabilities.vision, audio: model.capabilities.audio } };
 
     const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
       const path = (req.url ?? '/').split('?')[0]!.replace(/\/+$/, '') || '/';
