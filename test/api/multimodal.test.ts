@@ -193,6 +193,27 @@ describe('images in prompts (zoo qwen3 + a generated gemma3 projector)', () => {
     expect(() => buildChatPrompt(model, withImage, { template })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 
+  it('an M-RoPE text model (zoo qwen35, hybrid): the image gets libmtmd\'s 2-D positions; the cached run equals a cold one', async () => {
+    const d = (await zooModels(['qwen35']))['qwen35'];
+    const p = await ensureProjector({ projectionDim: d.nEmbd });
+    const m = await loadModel(d.path, { projector: p.path });
+    try {
+      expect(m.projector?.mrope).toBe(true);
+      const warm = await m.createContext({ contextSize: 512, threads: 2, toolCallMarkers: false });
+      const cold = await m.createContext({ contextSize: 512, threads: 2, toolCallMarkers: false });
+      const a = await warm.generate({ prompt: prompt(imageA), maxTokens: 4, temperature: 0, emitTokenIds: true }).result;
+      const b = await warm.generate({ prompt: prompt(imageA), maxTokens: 4, temperature: 0, emitTokenIds: true }).result;
+      expect(b.reusedTokens).toBe(a.promptTokens - 1); // a hybrid memory restores the checkpoint before the last prompt token
+      const c = await cold.generate({ prompt: prompt(imageA), maxTokens: 4, temperature: 0, emitTokenIds: true }).result;
+      expect(Array.from(b.tokens!)).toEqual(Array.from(c.tokens!));
+      expect(Array.from(a.tokens!)).toEqual(Array.from(c.tokens!));
+      await warm.dispose();
+      await cold.dispose();
+    } finally {
+      await m.dispose();
+    }
+  });
+
   it('bad media: typed errors naming the part, and the context keeps working', async () => {
     const bad = (image: Uint8Array | string) => run(ctx, prompt(image), 1);
     const truncated = imageA.subarray(0, Math.floor(imageA.length / 2));
