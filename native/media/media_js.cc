@@ -290,9 +290,68 @@ Napi::Value TokenizeMedia(const Napi::CallbackInfo &info) {
   return p;
 }
 
+// Tests only: the embeddings the projector computes for one encoded image (or clip), as the
+// engine would decode them: mediaEmbeddings(model, bytes) -> Promise<Float32Array> (tokens x n_embd).
+class EmbeddingsWorker : public Napi::AsyncWorker {
+ public:
+  EmbeddingsWorker(Napi::Env env, std::shared_ptr<ModelHandle> model, std::vector<unsigned char> bytes)
+      : Napi::AsyncWorker(env, "llamux.mediaEmbeddings"), deferred_(Napi::Promise::Deferred::New(env)), model_(std::move(model)),
+        bytes_(std::move(bytes)) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+  void Execute() override {
+    Projector &proj = *model_->projector;
+    mtmd_helper_bitmap_wrapper w = mtmd_helper_bitmap_init_from_buf(proj.Ctx(), bytes_.data(), bytes_.size(), false, mtmd_helper_init_opt_default());
+    if (w.bitmap == nullptr) return SetError("the media could not be decoded");
+    mtmd_input_part part{nullptr, w.bitmap};
+    const mtmd_input_part *parts[] = {&part};
+    mtmd_input_chunks *chunks = mtmd_input_chunks_init();
+    const int32_t rc = mtmd_tokenize_from_parts(proj.Ctx(), chunks, parts, 1, false);
+    mtmd_bitmap_free(w.bitmap);
+    for (size_t c = 0; rc == 0 && c < mtmd_input_chunks_size(chunks); c++) {
+      const mtmd_input_chunk *ch = mtmd_input_chunks_get(chunks, c);
+      if (mtmd_input_chunk_get_type(ch) == MTMD_INPUT_CHUNK_TYPE_TEXT) continue;
+      MediaChunk mc;
+      mc.chunk = mtmd_input_chunk_copy(ch);
+      mc.ids.resize(mtmd_input_chunk_get_n_tokens(ch));
+      std::string error;
+      if (!proj.Encode(mc, &embd_, &error)) SetError(error);
+      break;
+    }
+    mtmd_input_chunks_free(chunks);
+    if (rc != 0) SetError("libmtmd could not tokenize the media");
+  }
+  void OnOK() override {
+    Napi::Float32Array out = Napi::Float32Array::New(Env(), embd_.size());
+    std::copy(embd_.begin(), embd_.end(), out.Data());
+    deferred_.Resolve(out);
+  }
+  void OnError(const Napi::Error &e) override { deferred_.Reject(CodedError(Env(), ErrorCode::InvalidArgument, e.Message()).Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<ModelHandle> model_;
+  std::vector<unsigned char> bytes_;
+  std::vector<float> embd_;
+};
+
+Napi::Value MediaEmbeddings(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = HandleOf(info);
+  if (!h->projector) ThrowCoded(env, ErrorCode::Unsupported, "The model was loaded without a projector");
+  if (info.Length() < 2 || !info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    throw Napi::TypeError::New(env, "Expected argument 1 (media) to be a Uint8Array");
+  }
+  Napi::Uint8Array u = info[1].As<Napi::Uint8Array>();
+  auto *w = new EmbeddingsWorker(env, h, std::vector<unsigned char>(u.Data(), u.Data() + u.ElementLength()));
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+}
+
 }  // namespace
 
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("mediaEmbeddings", Napi::Function::New(env, MediaEmbeddings, "mediaEmbeddings"));
   exports.Set("loadProjector", Napi::Function::New(env, LoadProjector, "loadProjector"));
   exports.Set("projectorInfo", Napi::Function::New(env, GetProjectorInfo, "projectorInfo"));
   exports.Set("tokenizeMedia", Napi::Function::New(env, TokenizeMedia, "tokenizeMedia"));

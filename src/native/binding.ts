@@ -125,6 +125,8 @@ export interface NativeBinding {
   tokenizeMedia(model: NativeModel, parts: Array<string | Uint8Array>, addSpecial: boolean, parseSpecial: boolean, maxPixels: number): Promise<NativeMediaPrompt>;
   /** libmtmd's default media marker. */
   mediaMarker: string;
+  /** Tests only: the embeddings (tokens x embedding width) the projector computes for one encoded medium. */
+  mediaEmbeddings(model: NativeModel, media: Uint8Array): Promise<Float32Array>;
   /** Raises the calling thread's nice value (Linux); false where it cannot. */
   lowerThreadPriority(delta: number): boolean;
   /** Serves this process's devices to RPC clients (ggml-rpc) from a native thread. */
