@@ -3,6 +3,7 @@
 
 #include "js/addon.h"
 #include "js/context.h"
+#include "media/media_js.h"
 #include "model/model.h"
 #include "testing/testing.h"
 
@@ -10,6 +11,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   llamux::addon::Init(env, exports);
   llamux::Model::Init(env, exports);
   llamux::Context::Init(env, exports);
+  llamux::media::Init(env, exports);
   llamux::testing::Init(env, exports);
   return exports;
 }

@@ -71,11 +71,12 @@ function findBundle() {
   return undefined;
 }
 
-// What the library build reads from llama.cpp; tests, docs, models, examples, tools, python
-// and CI stay behind. Every ggml backend's source stays here, so CUDA/Vulkan/Metal builds work;
+// What the library build reads from llama.cpp; tests, docs, models, examples, python and CI
+// stay behind, and of the tools only libmtmd (images and audio, built into the addon). Every ggml backend's source stays here, so CUDA/Vulkan/Metal builds work;
 // the package's "files" leaves out the backends llamux never builds (SYCL, OpenCL, CANN, ...).
-export const LLAMA_CPP_PATHS = ['CMakeLists.txt', 'LICENSE', 'licenses', 'cmake', 'include', 'src', 'ggml/CMakeLists.txt', 'ggml/cmake', 'ggml/include', 'ggml/src', 'vendor'];
-const LLAMA_CPP_EXCLUDES = ['vendor/cpp-httplib', '**/.gitignore', '**/*.md'];
+export const LLAMA_CPP_PATHS = ['CMakeLists.txt', 'LICENSE', 'licenses', 'cmake', 'include', 'src', 'ggml/CMakeLists.txt', 'ggml/cmake', 'ggml/include', 'ggml/src', 'vendor', 'tools/mtmd'];
+const LLAMA_CPP_EXCLUDES = ['vendor/cpp-httplib', '**/.gitignore', '**/*.md', 'tools/mtmd/test-*', 'tools/mtmd/tests',
+  'tools/mtmd/legacy-models', 'tools/mtmd/*.sh', 'tools/mtmd/requirements.txt'];
 
 /** deps/llama.cpp: the pruned llama.cpp tree. A checkout exports it from node-llama-cpp's
  * bundle (through a bare clone in .cache/); a packed llamux carries it. */
@@ -104,9 +105,12 @@ function exportFromBundle(bundle) {
   renameSync(tmp, llamaCppDefaultDir);
 }
 
-function samePatches(sourceJson) {
-  const applied = JSON.parse(readFileSync(sourceJson, 'utf8')).patches ?? [];
-  return JSON.stringify(applied) === JSON.stringify(llamaCppPatchIds);
+// The export is current when it holds the same paths with the same patches applied.
+function sameExport(sourceJson) {
+  const recorded = JSON.parse(readFileSync(sourceJson, 'utf8'));
+  return JSON.stringify(recorded.patches ?? []) === JSON.stringify(llamaCppPatchIds) &&
+    JSON.stringify(recorded.paths ?? []) === JSON.stringify(LLAMA_CPP_PATHS) &&
+    JSON.stringify(recorded.excluded ?? []) === JSON.stringify(LLAMA_CPP_EXCLUDES);
 }
 
 /** The llama.cpp source folder, or undefined when there is none and none can be made. */
@@ -115,9 +119,9 @@ export function findLlamaCpp({ make = true } = {}) {
   // (an older checkout had a full clone here; the pruned export replaces it)
   const source = join(llamaCppDefaultDir, 'llamux-source.json');
   const bundle = findBundle();
-  // A checkout re-exports when the patch list changed; a packed llamux (no bundle) builds
-  // the tree it carries.
-  if (existsSync(source) && (!bundle || !make || samePatches(source))) return llamaCppDefaultDir;
+  // A checkout re-exports when the patch list or the exported paths changed; a packed llamux
+  // (no bundle) builds the tree it carries.
+  if (existsSync(source) && (!bundle || !make || sameExport(source))) return llamaCppDefaultDir;
   if (!bundle || !make) return undefined;
   exportFromBundle(bundle);
   return llamaCppDefaultDir;

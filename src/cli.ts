@@ -72,6 +72,7 @@ async function serve(argv: string[]): Promise<void> {
     'max-body': { type: 'string' },
     rpc: { type: 'string' },
     lora: { type: 'string', multiple: true },
+    mmproj: { type: 'string' },
     quiet: { type: 'boolean', short: 'q' },
   });
   if (values.help) {
@@ -138,6 +139,7 @@ async function serve(argv: string[]): Promise<void> {
     ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),
     ...(values.rpc !== undefined ? { rpcServers: parseRpcList(values.rpc) } : {}),
     ...(values.lora || scaled.length ? { lora: [...(values.lora ?? []), ...scaled] } : {}),
+    ...(values.mmproj !== undefined ? { projector: values.mmproj } : {}),
     // Router mode logs each model's load (the server's log) instead of a progress line.
     ...(values.models === undefined ? { onProgress: progress.onProgress } : {}),
   });

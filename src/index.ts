@@ -9,7 +9,7 @@ export { Adapter, type AdapterUse } from './model/adapter.js';
 export { loadModel, planForFile } from './model/load.js';
 export { ModelPool, ModelLoadError } from './model/pool.js';
 export type { ModelLease, ModelPoolEntry, ModelPoolEvents, ModelPoolOptions, PooledModel, PooledModelState, PooledModelStatus, UnloadReason } from './model/pool.js';
-export type { ModelMetadata, TokenInfo, VocabInfo, WeightPlacement } from './model/model.js';
+export type { MediaLimits, ModelCapabilities, ModelMetadata, ProjectorReport, TokenInfo, VocabInfo, WeightPlacement } from './model/model.js';
 export type { FimTokens } from './model/types.js';
 export { Context, Generation } from './engine/context.js';
 export type { ContextSettings } from './engine/context.js';
@@ -24,6 +24,7 @@ export type {
   InfillOptions,
   LoadModelOptions,
   PrefillOptions,
+  PromptPart,
   ResponseFormat,
   SessionOptions,
   SpeculativeOptions,
@@ -188,11 +189,13 @@ export type {
 export { ChatTemplate, DEFAULT_CHAT_TEMPLATE, renderChat } from './chat/template.js';
 export type { ChatTemplateOptions, RenderChatOptions } from './chat/template.js';
 export { buildChatPrompt, markerTexts } from './chat/prompt.js';
+export { buildChatPromptWithMedia, hasChatMedia } from './chat/media.js';
 export type { BuildChatPromptOptions, ChatPrompt, MarkerTexts, ReplaySpan } from './chat/prompt.js';
 export { parseToolCallSpan, newToolCallId, argumentsObject } from './chat/tool-calls.js';
 export type { SpanToolCall } from './chat/tool-calls.js';
-export { ChatMessageSchema, ChatMessagesSchema, ChatToolCallSchema, ChatToolDefinitionSchema } from './chat/types.js';
+export { ChatContentPartSchema, ChatMessageSchema, ChatMessagesSchema, ChatToolCallSchema, ChatToolDefinitionSchema } from './chat/types.js';
 export type {
+  ChatContentPart,
   ChatMessage,
   ChatSystemMessage,
   ChatUserMessage,

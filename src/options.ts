@@ -46,6 +46,31 @@ const biasValue = z.custom<number>((v) => typeof v === 'number' && (Number.isFin
   message: 'expected a finite number or -Infinity',
 });
 
+// ---- prompts with media (src/engine/media.ts) ----
+const bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, { message: 'expected a Uint8Array (or Buffer)' });
+/** Encoded media: the file's bytes, or a `data:` URL (base64). */
+const mediaSource = z.union([bytes, z.string().min(1)]);
+
+/** One part of a prompt with media. */
+export const PromptPartSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text'), text: z.string() }).strict(),
+  /** PNG, JPEG, BMP or GIF: a Buffer/Uint8Array of the file, or a `data:image/...;base64,` URL. */
+  z.object({ type: z.literal('image'), image: mediaSource }).strict(),
+  /** WAV, MP3 or FLAC (projectors with an audio encoder): bytes or a `data:audio/...;base64,` URL. */
+  z.object({ type: z.literal('audio'), audio: mediaSource }).strict(),
+]);
+export type PromptPart = z.input<typeof PromptPartSchema>;
+export const PromptPartsSchema = z.array(PromptPartSchema).min(1);
+
+/** Bounds on the media of one prompt (src/engine/media.ts MediaLimits; defaults there). */
+export const MediaLimitsSchema = z
+  .object({
+    maxPixels: z.number().int().positive().optional(),
+    maxPerPrompt: z.number().int().positive().max(1024).optional(),
+    maxBytes: z.number().int().positive().optional(),
+  })
+  .strict();
+
 const fitDevice = z
   .object({
     name: z.string().min(1).max(256),
@@ -72,6 +97,11 @@ export const LoadModelOptionsSchema = z
      * (a model without them loads as usual; see ModelMetadata.mtpLayers). Default false: they
      * take memory that only MTP drafting uses. */
     mtp: z.boolean().default(false),
+    /** A multimodal projector (`mmproj-*.gguf`) for this model: prompts may then hold images
+     * (and audio, when it has an audio encoder); see Model.capabilities. Loaded with libmtmd. */
+    projector: z.string().min(1).optional(),
+    /** Bounds on the media of one prompt (with a projector). */
+    mediaLimits: MediaLimitsSchema.optional(),
     /** Default tool-call markers for contexts of this model (see ContextOptions.toolCallMarkers). */
     toolCallMarkers: MarkerOptionSchema.optional(),
     /** `host:port` of `llamux rpc-server` processes (ggml-rpc): the offloaded layers
@@ -325,8 +355,8 @@ const tokenIdArray = z.custom<number[]>(
 );
 
 const GenerateFieldsSchema = SamplingOptionsSchema.extend({
-  /** Text (tokenized with the model's vocabulary) or token ids. */
-  prompt: z.union([z.string(), z.custom<Int32Array>((v) => v instanceof Int32Array, { message: 'expected an Int32Array' }), tokenIdArray]),
+  /** Text (tokenized with the model's vocabulary), token ids, or content parts (text, images, audio: a model loaded with a projector). */
+  prompt: z.union([z.string(), z.custom<Int32Array>((v) => v instanceof Int32Array, { message: 'expected an Int32Array' }), tokenIdArray, PromptPartsSchema]),
   /** Add BOS etc. when the prompt is text. */
   addSpecial: z.boolean().default(true),
   /** Parse special-token text (e.g. "<|im_start|>") in a text prompt. Off by default: never for untrusted text. */

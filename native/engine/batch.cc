@@ -7,6 +7,8 @@
 
 #include "engine/context_shift.h"
 
+#include "media/media_step.h"
+
 namespace llamux {
 
 Batch::Batch(llama_context *ctx, uint32_t capacity, uint32_t tickBudget, uint32_t sequenceContextSize)
@@ -103,6 +105,9 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
     // and recomputes its prompt + output here (paused: later).
     if (r.nGenerated > 0 && (pending == 1 || r.Paused())) continue;
     size_t n = std::min(pending, static_cast<size_t>(prefillAllowance));
+    // text only, up to the next media run (the MediaStep decodes that)
+    n = media::MediaStep::TextRun(r, n);
+    if (n == 0) continue;
     // A memory that keeps checkpoints stops a prompt one token short, so a checkpoint can be
     // taken there (Commit): a later request with the same prompt keeps all but the token it
     // decodes for logits.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/request.h"
+#include "media/projector.h"
 #include "model/rpc.h"
 #include "sampling/marker_matcher.h"
 #include "speculative/speculative.h"
@@ -46,6 +47,9 @@ struct ContextConfig {
   // The model's RPC servers (nullptr: local). When one is gone at shutdown, the context's
   // KV (partly on that server) is leaked instead of freed: freeing would wait on it forever.
   std::shared_ptr<rpc::Group> rpc;
+  // The model's multimodal projector (nullptr: text only): media runs are encoded and decoded
+  // by the MediaStep (media/media_step.h).
+  std::shared_ptr<media::Projector> projector;
 };
 
 // llama.cpp's context parameters for `cfg` (abort: polled during every decode).

@@ -15,6 +15,7 @@
 #include "sampling/sampler.h"
 #include "engine/text_stream.h"
 #include "model/adapter.h"
+#include "media/projector.h"
 
 namespace llamux {
 
@@ -84,6 +85,8 @@ struct RequestParams {
   // Channel headers dropped from text (Harmony's `<|start|>assistant`, `<|channel|>final<|message|>`):
   // token sequences, matched after reasoning spans and before tool-call spans.
   std::vector<std::vector<llama_token>> textDrop;
+  // The images and audio clips whose runs of media ids (media/media_ids.h) the prompt holds.
+  std::vector<media::MediaChunkPtr> media;
 };
 
 struct FinalStats {

@@ -118,6 +118,7 @@ bool Scheduler::Start(std::string *error) {
   steps_ = std::make_unique<TokenStepper>(ctx_, llama_model_get_vocab(model_), &output_, life_.get(), nCtxSeq);
   idleKv_ = std::make_unique<IdleKv>(
       IdleKv::Deps{&sequences_, &sessions_, tiers_.get(), &gauges_, &counters_, cfg_.idleKvSpillMs, cfg_.unifiedKv});
+  if (cfg_.projector) media_ = std::make_unique<media::MediaStep>(ctx_, cfg_.projector, &queue_, life_.get(), static_cast<int32_t>(cfg_.batchSize));
   gauges_.Update();  // stats count the entries loaded from disk before any request
 
   output_.Emit(ReadyEvent(ctx_, cfg_, cp, mem, layoutKey, spec_->ModeName(), spec_->OffReason()));
@@ -161,6 +162,8 @@ void Scheduler::Run() {
 bool Scheduler::Tick() {
   const bool progressed = admission_->Admit(active_);
   idleKv_->SpillTaxing(active_);
+  // one media run encoded and decoded (a request's prompt reached an image); no room: as below
+  if (media_ && media_->Step(active_) == media::MediaStep::Result::NoRoom) OnKvFull(sequences_, active_, *life_);
   spec_->Plan(active_);
   if (batch_->Build(active_)) {
     const Clock::time_point t0 = Clock::now();

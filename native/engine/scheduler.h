@@ -34,6 +34,7 @@
 #include "kv/sequence.h"
 #include "kv/sessions.h"
 #include "kv/state_tiers.h"
+#include "media/media_step.h"
 
 namespace llamux {
 
@@ -97,6 +98,7 @@ class Scheduler {
   std::unique_ptr<TokenStepper> steps_;
   std::unique_ptr<IdleKv> idleKv_;
   std::unique_ptr<Embedder> embedder_;  // destroyed before ctx_ (its pools)
+  std::unique_ptr<media::MediaStep> media_;  // with a projector only
 };
 
 }  // namespace llamux

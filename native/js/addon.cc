@@ -3,6 +3,7 @@
 
 #include <ggml-backend.h>
 #include <llama.h>
+#include <mtmd-helper.h>
 
 #include <algorithm>
 #include <cstring>
@@ -287,6 +288,7 @@ void CleanupEnv(EnvState *state) {
 void EnsureBackend() {
   std::call_once(g_backend_once, [] {
     llama_log_set(LlamaLog, nullptr);
+    mtmd_helper_log_set(LlamaLog, nullptr);  // libmtmd (projectors, media) logs the same way
     llama_backend_init();
     LoadBackends();
   });

@@ -8,6 +8,7 @@
 #include "js/events_js.h"
 #include "js/napi_util.h"
 #include "js/request_js.h"
+#include "media/media_js.h"
 
 namespace llamux {
 
@@ -84,6 +85,7 @@ Context::Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(inf
   cfg.deterministic = RequireBool(env, o, "deterministic");
   cfg.checkpoints = static_cast<uint32_t>(RequireInt(env, o, "kvCheckpoints"));
   cfg.rpc = model_->rpc;
+  cfg.projector = model_->projector;
   {
     std::string mode = RequireString(env, o, "speculative");
     if (mode != "off" && mode != "ngram" && mode != "draft" && mode != "mtp") {
@@ -302,12 +304,10 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   p->id = static_cast<uint64_t>(RequireNumber(env, o, "id"));
   Napi::Int32Array prompt = RequireInt32Array(env, o, "promptTokens");
   p->promptTokens.assign(prompt.Data(), prompt.Data() + prompt.ElementLength());
-  for (size_t i = 0; i < p->promptTokens.size(); i++) {
-    if (p->promptTokens[i] < 0 || p->promptTokens[i] >= model_->n_vocab) {
-      ThrowCoded(env, ErrorCode::InvalidArgument, "Prompt token " + std::to_string(p->promptTokens[i]) + " at index " +
-                                              std::to_string(i) + " is outside the vocabulary");
-    }
-  }
+  // vocabulary ids, and runs of media ids of known media (media/media_js.h)
+  Napi::Value mediaList = o.Get("media");
+  if (!mediaList.IsNull()) p->media = media::ReadRequestMedia(env, mediaList);
+  media::CheckPromptMedia(env, p->promptTokens, *model_, &p->media);
   p->maxTokens = static_cast<int32_t>(RequireInt(env, o, "maxTokens"));
   p->emitTokenIds = RequireBool(env, o, "emitTokenIds");
   p->renderSpecial = RequireBool(env, o, "renderSpecial");

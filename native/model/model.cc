@@ -21,6 +21,7 @@
 #include "engine/errors.h"
 #include "kv/hash.h"
 #include "js/napi_util.h"
+#include "media/projector.h"
 #include "model/backends.h"
 
 namespace llamux {
@@ -380,6 +381,7 @@ class LoadWorker : public Napi::AsyncProgressWorker<float> {
 }  // namespace
 
 ModelHandle::~ModelHandle() {
+  projector.reset();  // libmtmd's context refers to the text model: freed first
   if (model == nullptr) return;
   if (!rpc) {
     llama_model_free(model);

@@ -11,6 +11,10 @@
 #include "model/rpc.h"
 #include "model/tokenizer.h"
 
+namespace llamux::media {
+class Projector;
+}
+
 namespace llamux {
 
 // Owns the llama_model. Engines hold a shared_ptr, so the weights outlive a disposed
@@ -28,6 +32,9 @@ struct ModelHandle {
   bool mtpLoaded = false;
   // The LoRA adapters loaded on it (Model.loadAdapter); llama.cpp frees them with the model.
   AdapterRegistry adapters;
+  // The multimodal projector (loadModel { projector }), set once on the JS thread right after
+  // the load, before any context exists (media/projector.h).
+  std::shared_ptr<media::Projector> projector;
   // What the bounded tokenizer needs to know of the vocabulary (built on first use).
   const TokenizerIndex &Tokenizer();
   ~ModelHandle();

@@ -48,6 +48,8 @@ export interface BuildChatPromptOptions {
    * is known to be longer, so text far too long for the context costs little work.
    */
   maxTokens?: number;
+  /** Placeholders in message contents and the tokens that replace them (src/chat/media.ts). */
+  media?: ReadonlyMap<string, ArrayLike<number>>;
 }
 
 export interface ChatPrompt {
@@ -145,6 +147,7 @@ export function markerTexts(ctx: Context): MarkerTexts | undefined {
 
 function contentsOf(m: ChatMessage): string[] {
   if (m.role === 'assistant') return m.content ? [m.content] : [];
+  if (typeof m.content !== 'string') return m.content.flatMap((p) => (p.type === 'text' ? [p.text] : []));
   return [m.content];
 }
 
@@ -314,6 +317,17 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     cursor = pos;
   }
 
+  // Media: each placeholder's tokens replace it where the template put it.
+  if (options.media && options.media.size > 0) {
+    for (const [placeholder, toks] of options.media) {
+      const at = text.indexOf(placeholder);
+      if (at < 0 || regions.some((r) => at < r.end && at + placeholder.length > r.start)) {
+        throw new LlamuxError('INVALID_ARGUMENT', 'The chat template does not render a media part of a user message (it drops or rewrites the content)');
+      }
+      regions.push({ start: at, end: at + placeholder.length, tokens: toks });
+    }
+    regions.sort((a, b) => a.start - b.start);
+  }
   const maxTokens = options.maxTokens;
   const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages, maxTokens), ...protectedToolRanges(model, text, tools ?? [], maxTokens)]);
   const segments = segment(text, regions, cuts, prot);

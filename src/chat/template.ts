@@ -216,8 +216,13 @@ export class ChatTemplate {
     for (const m of messages) {
       switch (m.role) {
         case 'system':
-        case 'user':
           out.push({ role: m.role, content: m.content });
+          break;
+        case 'user':
+          if (typeof m.content !== 'string' && m.content.some((p) => p.type !== 'text')) {
+            throw new LlamuxError('INVALID_ARGUMENT', 'A user message holds media parts: build its prompt with buildChatPromptWithMedia (a model loaded with a projector)');
+          }
+          out.push({ role: m.role, content: typeof m.content === 'string' ? m.content : m.content.map((p) => (p.type === 'text' ? p.text : '')).join('') });
           break;
         case 'assistant': {
           const msg: TemplateMessage = { role: 'assistant', content: m.content ?? '' };

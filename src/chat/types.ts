@@ -16,9 +16,16 @@ export interface ChatSystemMessage {
   role: 'system';
   content: string;
 }
+/** A part of a user message: text, or media (a model loaded with a projector; src/chat/media.ts). */
+export type ChatContentPart =
+  | { type: 'text'; text: string }
+  | { type: 'image'; image: Uint8Array | string }
+  | { type: 'audio'; audio: Uint8Array | string };
+
 export interface ChatUserMessage {
   role: 'user';
-  content: string;
+  /** Text, or parts: text and media (images as bytes or data: URLs). */
+  content: string | ChatContentPart[];
 }
 export interface ChatAssistantMessage {
   role: 'assistant';
@@ -54,9 +61,16 @@ export const ChatToolCallSchema = z
   })
   .strict();
 
+const mediaSource = z.union([z.custom<Uint8Array>((v) => v instanceof Uint8Array, { message: 'expected a Uint8Array (or Buffer)' }), z.string().min(1)]);
+export const ChatContentPartSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text'), text: z.string() }).strict(),
+  z.object({ type: z.literal('image'), image: mediaSource }).strict(),
+  z.object({ type: z.literal('audio'), audio: mediaSource }).strict(),
+]);
+
 export const ChatMessageSchema = z.discriminatedUnion('role', [
   z.object({ role: z.literal('system'), content: z.string() }).strict(),
-  z.object({ role: z.literal('user'), content: z.string() }).strict(),
+  z.object({ role: z.literal('user'), content: z.union([z.string(), z.array(ChatContentPartSchema)]) }).strict(),
   z
     .object({
       role: z.literal('assistant'),

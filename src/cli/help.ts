@@ -40,6 +40,8 @@ Options:
       --sleep-idle-seconds S  Router mode: unload a model unused for S seconds (pinned ones
                             never; default: never)
       --rpc HOST:PORT,...   Place the model's layers on these "llamux rpc-server" processes
+      --mmproj PATH         A multimodal projector (mmproj GGUF): user messages may hold images
+                            (OpenAI image_url data: URLs, Anthropic base64 image blocks)
       --host HOST           Address to listen on (default 127.0.0.1)
       --port N              Port (default 8080; 0 picks a free one)
       --ctx N               Context size in tokens, shared by all sequences (default 8192)

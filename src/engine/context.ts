@@ -31,7 +31,7 @@ import {
   type PrefillOptions,
   type SessionOptions,
 } from '../options.js';
-import { joinTokens, promptTokens } from './prompt-tokens.js';
+import { joinTokens, promptTokens, type PromptInput } from './prompt-tokens.js';
 import { fimTokens, infillTokens } from './infill.js';
 import { Session, type SessionContinueOptions, type SessionGenerateOptions, type SessionPort } from './session.js';
 import { SessionPool } from './session-pool.js';
@@ -428,7 +428,7 @@ export class Context {
    * stays on an idle sequence and is saved to the RAM tier. Keys are content addresses.
    * @throws LlamuxError INVALID_ARGUMENT, CONTEXT_OVERFLOW, DISPOSED, ABORTED
    */
-  async prefillOnly(prompt: string | Int32Array | number[], options?: PrefillOptions): Promise<{ key: string; tokens: number; reusedTokens: number; prefilledTokens: number; cache: CacheReport }> {
+  async prefillOnly(prompt: PromptInput, options?: PrefillOptions): Promise<{ key: string; tokens: number; reusedTokens: number; prefilledTokens: number; cache: CacheReport }> {
     if (this.#disposed) throw this.#gone();
     const o = parseOptions(PrefillOptionsSchema, options, 'prefillOnly options');
     let tokens = await promptTokens(this.model, prompt, o);
@@ -447,7 +447,7 @@ export class Context {
    * the session's committed tokens plus the tail, so only the tail is prefilled.
    * @throws LlamuxError TRANSCRIPT_MISMATCH, SESSION_BUSY, INVALID_ARGUMENT (unknown session)
    */
-  continue(sessionId: string, tail: string | Int32Array | number[], options: SessionContinueOptions = {}): Generation {
+  continue(sessionId: string, tail: PromptInput, options: SessionContinueOptions = {}): Generation {
     deprecate('LLAMUX_DEP_CONTINUE', 'ctx.continue(sessionId, ...) is deprecated: use ctx.createSession() and session.continue()');
     return this.#continue(this.#sessionRef(sessionId), tail, options);
   }
@@ -470,7 +470,7 @@ export class Context {
     return this.#run(g, () => infillTokens(this.model, o, o.signal), (id, prompt) => generateRequest(id, g, prompt, tools, undefined), undefined);
   }
 
-  #continue(session: SessionRef, tail: string | Int32Array | number[], options: SessionContinueOptions): Generation {
+  #continue(session: SessionRef, tail: PromptInput, options: SessionContinueOptions): Generation {
     if (this.#disposed) throw this.#gone();
     const o = this.#withAdapters(applyResponseFormat(parseOptions(ContinueOptionsSchema, options, 'continue options')));
     const tools = toolFields(o, this.markers, this.model);

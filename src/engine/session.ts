@@ -4,6 +4,7 @@ import type { GenerateResult } from './events.js';
 import type { Generation } from './generation.js';
 import { endSessionCommand, forkSessionCommand } from '../native/request.js';
 import type { GenerateOptions } from '../options.js';
+import type { PromptInput } from './prompt-tokens.js';
 
 /** What `session.generate()` takes: generate options without the session and prefix keys. */
 export type SessionGenerateOptions = Omit<GenerateOptions, 'sessionId' | 'parentKey'>;
@@ -40,7 +41,7 @@ const token = Symbol('llamux.session');
  */
 export interface SessionPort {
   generate(session: Session, options: SessionGenerateOptions): Generation;
-  continue(session: Session, tail: string | Int32Array | number[], options: SessionContinueOptions): Generation;
+  continue(session: Session, tail: PromptInput, options: SessionContinueOptions): Generation;
   /** Queues a session command built with a fresh request id; resolves on its sessionDone. */
   command(build: (id: number) => NativeSessionCommand): Promise<void>;
   create(options: { id?: string; ttlMs?: number }): Session;
@@ -118,7 +119,7 @@ export class Session {
    * generates: only the tail is prefilled.
    * @throws LlamuxError INVALID_ARGUMENT (no request ran yet), TRANSCRIPT_MISMATCH, SESSION_BUSY
    */
-  continue(tail: string | Int32Array | number[], options: SessionContinueOptions = {}): Generation {
+  continue(tail: PromptInput, options: SessionContinueOptions = {}): Generation {
     this.#check();
     return this.#port.continue(this, tail, options);
   }

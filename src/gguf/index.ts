@@ -86,3 +86,5 @@ export type {
 } from './zoo/index.js';
 export { BERT_DIMS, buildEmbeddingSpec, EMBEDDING_MODEL_NAMES, ensureEmbeddingModels, POOLING_TYPE } from './zoo/embedding.js';
 export type { EmbeddingModelDescription, EmbeddingModelName, PoolingName } from './zoo/embedding.js';
+export { buildProjectorSpec } from './projector.js';
+export type { ProjectorDescription, ProjectorOptions } from './projector.js';

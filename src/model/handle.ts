@@ -3,12 +3,15 @@
 // ModelHandle, never the Model class: src/model/model.ts sits above them and nothing below
 // imports it back. Model implements this interface.
 import type { NativeModel } from '../native/binding.js';
-import type { ModelMetadata, VocabInfo } from './types.js';
+import type { MediaLimits, ModelCapabilities, ModelMetadata, VocabInfo } from './types.js';
 
 /** A loaded model as the engine sees it: the Model's tokenizer calls (narrowed to the options used) and its native handle. */
 export interface ModelHandle {
   readonly vocab: VocabInfo;
   readonly metadata: ModelMetadata;
+  /** What the model's projector reads (both false without one). */
+  readonly capabilities: ModelCapabilities;
+  readonly mediaLimits: MediaLimits;
   /** Any GGUF metadata value by key, as text; undefined when absent. */
   getMetadata(key: string): string | undefined;
   tokenize(text: string, options: { addSpecial: boolean; parseSpecial: boolean }): Int32Array;

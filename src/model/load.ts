@@ -9,7 +9,8 @@ import { LlamuxError, abortError, fromNative } from '../errors.js';
 import { ensureDefaultLogger, libraryLog } from '../logger.js';
 import { modelSizesFromGguf, planFit, type FitDevice, type FitPlan } from './fit.js';
 import { cpuMoeLayers, expertOverridePattern } from './moe.js';
-import { wrapModel, type ContextFactory, type Model } from './model.js';
+import { DEFAULT_MEDIA_LIMITS, wrapModel, type ContextFactory, type Model } from './model.js';
+import type { NativeModel } from '../native/binding.js';
 import { LoadModelOptionsSchema, parseOptions, type LoadModelOptions } from '../options.js';
 
 const newContext: ContextFactory = (model, options) => Context.create(model, options);
@@ -18,7 +19,9 @@ const newContext: ContextFactory = (model, options) => Context.create(model, opt
  * Loads a GGUF model on a worker thread.
  * @throws LlamuxError MODEL_NOT_FOUND (missing path or a directory), MODEL_INVALID (not a
  *   GGUF llama.cpp can load), ABORTED (signal), INVALID_ARGUMENT (options),
- *   RPC_UNAVAILABLE (an RPC server does not answer, or dies while the model loads)
+ *   RPC_UNAVAILABLE (an RPC server does not answer, or dies while the model loads); with a
+ *   `projector`: MODEL_NOT_FOUND (no such file), MODEL_INVALID (not a projector, corrupt, or made
+ *   for another text model: its output width differs)
  * @example
  * const model = await loadModel('model.gguf', { onProgress: (p) => console.log(p) });
  */
@@ -45,6 +48,8 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
   if (!info.isFile()) throw new LlamuxError('MODEL_NOT_FOUND', `"${full}" is not a regular file`);
   if (info.size === 0) throw new LlamuxError('MODEL_INVALID', `"${full}" is empty (0 bytes), not a GGUF model`);
 
+  // the projector's file first: a bad one fails before the weights load
+  const projector = o.projector === undefined ? undefined : await checkProjectorFile(resolve(o.projector), o.vocabOnly);
   const abortFlag = new Int32Array(new SharedArrayBuffer(4));
   const onAbort = () => Atomics.store(abortFlag, 0, 1);
   o.signal?.addEventListener('abort', onAbort, { once: true });
@@ -83,6 +88,8 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
     const model = wrapModel(nm, full, o.vocabOnly, newContext);
     model.defaultMarkers = o.toolCallMarkers;
     model.fit = fit;
+    if (projector !== undefined) await attachProjector(model, nm, projector, o);
+    if (o.mediaLimits) model.mediaLimits = Object.freeze({ ...DEFAULT_MEDIA_LIMITS, ...o.mediaLimits });
     return model;
   } catch (e) {
     if (e instanceof LlamuxError) throw e;
@@ -91,6 +98,48 @@ export async function loadModel(path: string, options?: LoadModelOptions): Promi
     throw err;
   } finally {
     o.signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+/**
+ * The projector's file checked before anything loads: it exists, and its GGUF header says it is
+ * a projector ("clip"). Whether it fits the text model, libmtmd says later (attachProjector).
+ */
+async function checkProjectorFile(path: string, vocabOnly: boolean): Promise<string> {
+  if (vocabOnly) throw new LlamuxError('INVALID_ARGUMENT', 'A projector needs the model\'s weights: not with vocabOnly');
+  let info;
+  try {
+    info = await stat(path);
+  } catch (e) {
+    throw new LlamuxError('MODEL_NOT_FOUND', `No projector file at "${path}"`, { cause: e });
+  }
+  if (!info.isFile()) throw new LlamuxError('MODEL_NOT_FOUND', `The projector "${path}" is not a regular file`);
+  if (info.size === 0) throw new LlamuxError('MODEL_INVALID', `The projector "${path}" is empty (0 bytes)`);
+  // Loaded lazily: the root export keeps the GGUF modules out of its static graph.
+  const { readGgufFile, metadataValue } = await import('../gguf/reader.js');
+  let file;
+  try {
+    file = await readGgufFile(path);
+  } catch (e) {
+    throw new LlamuxError('MODEL_INVALID', `Failed to load the projector "${path}": not a GGUF file (corrupt or truncated?)`, { cause: e });
+  }
+  const arch = metadataValue(file, 'general.architecture');
+  if (arch !== 'clip') {
+    throw new LlamuxError('MODEL_INVALID', `Failed to load the projector "${path}": a GGUF with architecture "${String(arch)}", not a multimodal projector ("clip"): is it the text model?`);
+  }
+  return path;
+}
+
+/** Loads the projector beside the text model (libmtmd); the model is disposed when it fails. */
+async function attachProjector(model: Model, nm: NativeModel, path: string, o: { signal?: AbortSignal | undefined }): Promise<void> {
+  try {
+    const p = await native.loadProjector(nm, path);
+    if (o.signal?.aborted) throw abortError(o.signal, 'Model loading');
+    model.capabilities = Object.freeze({ vision: p.vision, audio: p.audio });
+    model.projector = Object.freeze({ path, fingerprint: p.fingerprint, mrope: p.mrope, nonCausal: p.nonCausal, audioSampleRate: p.audioSampleRate });
+  } catch (e) {
+    await model.dispose();
+    throw e;
   }
 }
 

@@ -6,7 +6,7 @@ import type { FitPlan } from './fit.js';
 import { Adapter } from './adapter.js';
 import { resolve as resolvePath } from 'node:path';
 import type { ModelHandle } from './handle.js';
-import type { ModelMetadata, TokenInfo, VocabInfo, WeightPlacement } from './types.js';
+import type { MediaLimits, ModelCapabilities, ModelMetadata, TokenInfo, VocabInfo, WeightPlacement } from './types.js';
 import { toInt32Array } from '../engine/tokens.js';
 import type { MarkerOption } from '../engine/markers.js';
 import {
@@ -21,7 +21,24 @@ import {
 } from '../options.js';
 
 export { TokenAttribute } from './types.js';
-export type { ModelMetadata, TokenInfo, VocabInfo, WeightPlacement } from './types.js';
+export type { MediaLimits, ModelCapabilities, ModelMetadata, TokenInfo, VocabInfo, WeightPlacement } from './types.js';
+
+/** `model.projector`: the multimodal projector file and how its media are placed. */
+export interface ProjectorReport {
+  readonly path: string;
+  /** Identifies the projector's weights; part of every media id (and so of every cache key). */
+  readonly fingerprint: string;
+  /** The text model takes M-RoPE positions (Qwen-VL style). */
+  readonly mrope: boolean;
+  /** Media embeddings are decoded with non-causal attention (Gemma 3). */
+  readonly nonCausal: boolean;
+  /** Audio sample rate the projector expects (-1 without audio). */
+  readonly audioSampleRate: number;
+}
+
+const NO_MEDIA: ModelCapabilities = Object.freeze({ vision: false, audio: false });
+/** The default media bounds: 16 megapixels, 16 media, 32 MiB each. */
+export const DEFAULT_MEDIA_LIMITS: MediaLimits = Object.freeze({ maxPixels: 16_777_216, maxPerPrompt: 16, maxBytes: 32 * 1024 * 1024 });
 
 declare module './handle.js' {
   /** `ctx.model` is this class (src/model/handle.ts, RegisteredModel). */
@@ -53,6 +70,13 @@ export class Model implements ModelHandle {
    * memory for, and why. Undefined with an explicit gpuLayers, rpcServers or vocabOnly.
    */
   fit: FitPlan | undefined;
+  /** What prompts may hold besides text: images (`vision`) and audio, as the model's projector
+   * (loadModel `{ projector }`) reads them. Both false without a projector. */
+  capabilities: ModelCapabilities = NO_MEDIA;
+  /** Bounds on the media of one prompt (loadModel `mediaLimits`, with defaults). */
+  mediaLimits: MediaLimits = DEFAULT_MEDIA_LIMITS;
+  /** The projector loaded beside the model: its file and what libmtmd says of it; undefined without. */
+  projector: ProjectorReport | undefined;
   #native: NativeModel | undefined;
   // Weak: an undisposed context that nobody references is collected (its engine stops).
   #contexts = new Set<WeakRef<Context>>();

@@ -100,3 +100,20 @@ export interface ModelMetadata {
   /** Every GGUF key, values as llama.cpp prints them (arrays are summarised). */
   gguf: Readonly<Record<string, string>>;
 }
+
+/** What a model's projector reads (`model.capabilities`). */
+export interface ModelCapabilities {
+  readonly vision: boolean;
+  readonly audio: boolean;
+}
+
+/** Bounds on the media of one prompt (loadModel `mediaLimits`). */
+export interface MediaLimits {
+  /** Largest image, in pixels (width × height), checked from the file's header before decoding. */
+  readonly maxPixels: number;
+  /** Most media parts in one prompt. */
+  readonly maxPerPrompt: number;
+  /** Largest encoded media part, in bytes. */
+  readonly maxBytes: number;
+}
+

@@ -6,10 +6,10 @@ import { backendFilesValue, findGpuPackages, type GpuPackage, locateAddon, platf
 import { LlamuxError } from '../errors.js';
 import type { NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent } from './types.js';
 import type { NativeContextOptions, NativeEmbedJob, NativeRequest, NativeSessionCommand } from './request-schema.js';
-import type { NativeModel } from './native-model.js';
+import type { NativeMediaPrompt, NativeModel, NativeProjectorInfo } from './native-model.js';
 export type { NativeStats, NativeCacheStats, NativeReady, NativeLogprob, NativeEvent } from './types.js';
 export type { NativeContextOptions, NativeEmbedJob, NativeRequest, NativeSessionCommand } from './request-schema.js';
-export type { NativeMetadata, NativeModel, NativeRpcState, NativeTokenInfo, NativeVocabInfo } from './native-model.js';
+export type { NativeMediaList, NativeMediaPrompt, NativeMetadata, NativeModel, NativeProjectorInfo, NativeRpcState, NativeTokenInfo, NativeVocabInfo } from './native-model.js';
 
 export interface NativeLoadOptions {
   gpuLayers?: number;
@@ -119,6 +119,16 @@ export interface NativeBinding {
     flashAttentionCheck(shape: FlashAttentionShape): { kernel: number; reference: number; magnitude: number };
   };
   shutdownAll(): void;
+  /** libmtmd (native/media): the model's projector, loaded on a libuv thread (MODEL_INVALID when the file is none for this model). */
+  loadProjector(model: NativeModel, path: string): Promise<NativeProjectorInfo>;
+  projectorInfo(model: NativeModel): NativeProjectorInfo | null;
+  /** A prompt's parts (text, and encoded media: PNG, JPEG, ... WAV, MP3) to tokens on a libuv
+   * thread; bad media rejects with INVALID_ARGUMENT and `part` (its index). */
+  tokenizeMedia(model: NativeModel, parts: Array<string | Uint8Array>, addSpecial: boolean, parseSpecial: boolean, maxPixels: number): Promise<NativeMediaPrompt>;
+  /** libmtmd's default media marker. */
+  mediaMarker: string;
+  /** Tests only: the embeddings (tokens x embedding width) the projector computes for one encoded medium. */
+  mediaEmbeddings(model: NativeModel, media: Uint8Array): Promise<Float32Array>;
   /** Raises the calling thread's nice value (Linux); false where it cannot. */
   lowerThreadPriority(delta: number): boolean;
   /** Serves this process's devices to RPC clients (ggml-rpc) from a native thread. */

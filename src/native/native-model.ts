@@ -71,3 +71,28 @@ export interface NativeModel {
   placement(): { tensors: Array<{ name: string; bytes: number; bufferType: string; device: string }> };
   dispose(): void;
 }
+
+/** The media of one tokenized prompt (native/media/media_js.cc): opaque, handed to submit. */
+export interface NativeMediaList {
+  readonly __nativeMediaList: unique symbol;
+}
+
+/** What a projector reads and how its media are placed (native/media/projector.h, ProjectorInfo). */
+export interface NativeProjectorInfo {
+  vision: boolean;
+  audio: boolean;
+  /** -1 without audio. */
+  audioSampleRate: number;
+  mrope: boolean;
+  nonCausal: boolean;
+  marker: string;
+  fingerprint: string;
+}
+
+/** tokenizeMedia(): the prompt's tokens (media as runs of media ids), its media, and where each run starts and how long it is. */
+export interface NativeMediaPrompt {
+  tokens: Int32Array;
+  media: NativeMediaList;
+  /** start, length, start, length, ... in prompt order */
+  runs: number[];
+}

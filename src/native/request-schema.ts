@@ -4,7 +4,7 @@
 // their TS types are derived from the lists below. test/native/request-schema.test.ts reads
 // the C++ readers (native/js/context.cc, request_js.cc) and checks they read exactly these keys
 // with these types. The modes that cross the boundary as bare strings or numbers are named here.
-import type { NativeModel } from './native-model.js';
+import type { NativeMediaList, NativeModel } from './native-model.js';
 
 /** A context's speculative decoding (`speculative` of the context config and of its ready report). */
 export const SPECULATIVE_MODES = {
@@ -69,6 +69,8 @@ export interface WireTypes {
   Float32Array: Float32Array;
   /** The addon's Model object (`model.nativeHandle()`). */
   'Model | null': NativeModel | null;
+  /** The media of a prompt (`tokenizeMedia(...).media`, native/media/media_js.cc). */
+  'MediaList | null': NativeMediaList | null;
 }
 export type WireTypeName = keyof WireTypes;
 
@@ -88,6 +90,8 @@ export const NATIVE_REQUEST_KEYS = {
   id: 'number',
   /** The prompt, tokenized in TS (src/engine/prompt-tokens.ts); for continueSession the tail. */
   promptTokens: 'Int32Array',
+  /** The images and audio whose media ids the prompt holds (src/engine/media-prompt.ts); null: text only. */
+  media: 'MediaList | null',
   /** The session's handle (Context.openSession); 0: no session. */
   session: 'number',
   /** The session's name, for messages only (never looked up). */

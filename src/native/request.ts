@@ -15,6 +15,7 @@ import { GGML_TYPE_IDS, type ContextOptionsSchema, type ParsedContinueOptions, t
 import { isZodSchema, parametersJsonSchema } from '../tool-schema.js';
 import { toInt32Array } from '../engine/tokens.js';
 import { adapterFields, type AdapterUse } from '../model/adapter.js';
+import { mediaOf } from '../engine/media.js';
 import type { z } from 'zod';
 
 export type ParsedContextOptions = z.output<typeof ContextOptionsSchema>;
@@ -240,6 +241,7 @@ export function generateRequest(
   return {
     id,
     promptTokens,
+    media: mediaOf(promptTokens),
     ...sessionFields(session, o.waitForSession),
     continueSession: false,
     expectCommitted: NO_EXPECT,
@@ -262,6 +264,7 @@ export function continueRequest(
   return {
     id,
     promptTokens: tail,
+    media: mediaOf(tail),
     ...sessionFields(session, o.waitForSession),
     continueSession: true,
     expectCommitted: o.expectCommitted ? toInt32Array(o.expectCommitted) : NO_EXPECT,
@@ -277,6 +280,7 @@ export function prefillRequest(id: number, promptTokens: Int32Array, session: Se
   return {
     id,
     promptTokens,
+    media: mediaOf(promptTokens),
     ...sessionFields(session, false),
     continueSession: false,
     expectCommitted: NO_EXPECT,

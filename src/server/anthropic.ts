@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import type { ChatMessage, ChatToolCall } from '../chat/types.js';
+import type { ChatContentPart, ChatMessage, ChatToolCall } from '../chat/types.js';
 import { checkToolSchemas } from '../grammar/index.js';
 import { FinishReason } from '../engine/events.js';
 import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, sendJson, toHttpError, reportedError } from './http.js';
@@ -29,8 +29,14 @@ const ToolResultBlock = z
   ;
 const ThinkingBlock = z.object({ type: z.literal('thinking'), thinking: z.string(), signature: z.string().optional() });
 const RedactedThinkingBlock = z.object({ type: z.literal('redacted_thinking'), data: z.string() });
-const Block = z.discriminatedUnion('type', [TextBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock]);
-const SUPPORTED_BLOCKS = new Set(['text', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking']);
+// Images in user messages (a model with a projector): base64 only; the server fetches nothing.
+const ImageBlock = z.object({
+  type: z.literal('image'),
+  source: z.object({ type: z.literal('base64'), media_type: z.string().min(1), data: z.string().min(1) }),
+  cache_control: cacheControl,
+});
+const Block = z.discriminatedUnion('type', [TextBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock, ImageBlock]);
+const SUPPORTED_BLOCKS = new Set(['text', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking', 'image']);
 
 const disableParallel = z.boolean().optional();
 
@@ -85,7 +91,7 @@ type BlockT = z.output<typeof Block>;
 
 export const CountTokensRequestSchema = MessagesRequestSchema.omit({ max_tokens: true, stream: true, stop_sequences: true, temperature: true, top_p: true, top_k: true, metadata: true, service_tier: true });
 
-function checkBlocks(body: unknown): void {
+function checkBlocks(body: unknown, vision: boolean): void {
   const msgs = (body as { messages?: unknown })?.messages;
   if (!Array.isArray(msgs)) return;
   msgs.forEach((m, i) => {
@@ -94,8 +100,13 @@ function checkBlocks(body: unknown): void {
     content.forEach((b, j) => {
       const type = (b as { type?: unknown })?.type;
       if (typeof type === 'string' && !SUPPORTED_BLOCKS.has(type)) {
-        throw new HttpError(400, 'invalid_request', `messages.${i}.content.${j}: content blocks of type "${type}" are not supported by this server (text, tool_use, tool_result, thinking are)`);
+        throw new HttpError(400, 'invalid_request', `messages.${i}.content.${j}: content blocks of type "${type}" are not supported by this server (text, image, tool_use, tool_result, thinking are)`);
       }
+      if (type !== 'image') return;
+      if (!vision) throw new HttpError(400, 'invalid_request', `messages.${i}.content.${j}: content blocks of type "image" are not supported by this model: it reads no images (start the server with --mmproj and a projector that does)`);
+      if ((m as { role?: unknown }).role !== 'user') throw new HttpError(400, 'invalid_request', `messages.${i}.content.${j}: image blocks belong in user messages`);
+      const source = (b as { source?: { type?: unknown } }).source?.type;
+      if (source !== 'base64') throw new HttpError(400, 'invalid_request', `messages.${i}.content.${j}: image sources of type "${String(source)}" are not read by this server (only "base64"; it fetches nothing)`);
     });
   });
   const tools = (body as { tools?: unknown })?.tools;
@@ -128,13 +139,17 @@ export function anthropicToChatMessages(system: MessagesRequest['system'], messa
     }
     const blocks = m.content as BlockT[];
     if (m.role === 'user') {
-      let text: string[] = [];
+      let text: ChatContentPart[] = [];
       const flush = (): void => {
-        if (text.length) out.push({ role: 'user', content: text.join('') });
+        if (text.length) {
+          const media = text.some((p) => p.type !== 'text');
+          out.push({ role: 'user', content: media ? text : text.map((p) => (p.type === 'text' ? p.text : '')).join('') });
+        }
         text = [];
       };
       for (const b of blocks) {
-        if (b.type === 'text') text.push(b.text);
+        if (b.type === 'text') text.push({ type: 'text', text: b.text });
+        else if (b.type === 'image') text.push({ type: 'image', image: `data:${b.source.media_type};base64,${b.source.data}` });
         else if (b.type === 'tool_result') {
           flush();
           out.push({ role: 'tool', toolCallId: b.tool_use_id, content: blocksText(b.content) });
@@ -149,6 +164,7 @@ export function anthropicToChatMessages(system: MessagesRequest['system'], messa
       const calls: ChatToolCall[] = [];
       for (const b of blocks) {
         if (b.type === 'text') text.push(b.text);
+        else if (b.type === 'image') throw new HttpError(400, 'invalid_request', 'image blocks belong in user messages');
         else if (b.type === 'thinking') reasoning.push(b.thinking);
         else if (b.type === 'tool_use') calls.push({ id: b.id, name: b.name, arguments: b.input });
         else if (b.type === 'tool_result') throw new HttpError(400, 'invalid_request', 'tool_result blocks belong in user messages');
@@ -229,7 +245,7 @@ function usageOf(u: Usage) {
 
 export async function handleCountTokens(req: IncomingMessage, res: ServerResponse, service: ChatService, o: HandlerOptions): Promise<void> {
   const raw = await readJson(req, o.maxBodyBytes);
-  checkBlocks(raw);
+  checkBlocks(raw, service.model.capabilities.vision);
   const body = parseBody(CountTokensRequestSchema, raw);
   const prepared = await service.prepare(toChatRequest(body, undefined, o.tenant), o.signal);
   sendJson(res, 200, { input_tokens: prepared.prompt.tokens.length + prepared.truncatedTokens });
@@ -243,7 +259,7 @@ export async function handleMessages(
 ): Promise<void> {
   const { signal } = o;
   const raw = await readJson(req, o.maxBodyBytes);
-  checkBlocks(raw);
+  checkBlocks(raw, service.model.capabilities.vision);
   const body = parseBody(MessagesRequestSchema, raw);
   const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
   const prepared = await service.prepare(chatReq, signal);

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import type { ChatMessage, ChatToolCall } from '../chat/types.js';
+import type { ChatContentPart, ChatMessage, ChatToolCall } from '../chat/types.js';
 import { checkToolSchemas, compileResponseFormat, SchemaGrammarError } from '../grammar/index.js';
 import type { ResponseFormat } from '../options.js';
 import type { TokenLogprob } from '../engine/events.js';
@@ -30,6 +30,10 @@ const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1
 const TextPart = z.object({ type: z.literal('text'), text: z.string() });
 const RefusalPart = z.object({ type: z.literal('refusal'), refusal: z.string() });
 const TextContent = z.union([z.string(), z.array(TextPart)]);
+// Media parts of user messages (a model with a projector): data: URLs; the server fetches nothing.
+const ImageUrlPart = z.object({ type: z.literal('image_url'), image_url: z.object({ url: z.string().min(1), detail: z.string().optional() }) });
+const InputAudioPart = z.object({ type: z.literal('input_audio'), input_audio: z.object({ data: z.string().min(1), format: z.enum(['wav', 'mp3', 'flac']) }) });
+const UserContent = z.union([z.string(), z.array(z.union([TextPart, ImageUrlPart, InputAudioPart]))]);
 
 const ToolCallSchema = z
   .object({
@@ -42,7 +46,7 @@ const ToolCallSchema = z
 const MessageSchema = z.discriminatedUnion('role', [
   z.object({ role: z.literal('system'), content: TextContent, name: z.string().optional() }),
   z.object({ role: z.literal('developer'), content: TextContent, name: z.string().optional() }),
-  z.object({ role: z.literal('user'), content: TextContent, name: z.string().optional() }),
+  z.object({ role: z.literal('user'), content: UserContent, name: z.string().optional() }),
   z
     .object({
       role: z.literal('assistant'),
@@ -173,19 +177,44 @@ function textOf(content: string | ReadonlyArray<{ type: string; text?: string; r
   return content.map((p) => p.text ?? p.refusal ?? '').join('');
 }
 
-/** Rejects non-text content parts with a clear message before schema validation. */
-function checkParts(body: unknown): void {
+/** Rejects content parts this server cannot read with a clear message before schema validation:
+ * media parts need a user message and a model with a projector, and a remote URL is never fetched. */
+function checkParts(body: unknown, media: { vision: boolean; audio: boolean }): void {
   const msgs = (body as { messages?: unknown })?.messages;
   if (!Array.isArray(msgs)) return;
   msgs.forEach((m, i) => {
     const content = (m as { content?: unknown })?.content;
     if (!Array.isArray(content)) return;
+    const user = (m as { role?: unknown })?.role === 'user';
     content.forEach((p, j) => {
       const type = (p as { type?: unknown })?.type;
-      if (typeof type === 'string' && type !== 'text' && type !== 'refusal') {
-        throw new HttpError(400, 'invalid_request', `messages.${i}.content.${j}: content parts of type "${type}" are not supported by this server (only "text")`, `messages.${i}.content.${j}.type`);
+      if (typeof type !== 'string' || type === 'text' || type === 'refusal') return;
+      const where = `messages.${i}.content.${j}`;
+      const kind = type === 'image_url' ? 'vision' : type === 'input_audio' ? 'audio' : undefined;
+      if (!kind || !user) {
+        throw new HttpError(400, 'invalid_request', `${where}: content parts of type "${type}" are not supported ${kind ? 'outside user messages' : 'by this server (only "text", "image_url" and "input_audio")'}`, `${where}.type`);
+      }
+      if (!media[kind]) {
+        throw new HttpError(400, 'invalid_request', `${where}: content parts of type "${type}" are not supported by this model: it reads no ${kind === 'vision' ? 'images' : 'audio'} (start the server with --mmproj and a projector that does)`, `${where}.type`);
+      }
+      const url = (p as { image_url?: { url?: unknown } }).image_url?.url;
+      if (typeof url === 'string' && /^https?:/i.test(url)) {
+        throw new HttpError(400, 'invalid_request', `${where}: remote image URLs are not fetched by this server; send the image as a data: URL (base64)`, `${where}.image_url.url`);
       }
     });
+  });
+}
+
+type UserContentParts = Exclude<z.infer<typeof UserContent>, string>;
+
+/** A user message's content: text, or parts when it holds media. */
+function userContent(content: string | UserContentParts): string | ChatContentPart[] {
+  if (typeof content === 'string') return content;
+  if (!content.some((p) => p.type !== 'text')) return content.map((p) => (p.type === 'text' ? p.text : '')).join('');
+  return content.map((p): ChatContentPart => {
+    if (p.type === 'text') return { type: 'text', text: p.text };
+    if (p.type === 'image_url') return { type: 'image', image: p.image_url.url };
+    return { type: 'audio', audio: `data:audio/${p.input_audio.format};base64,${p.input_audio.data}` };
   });
 }
 
@@ -203,7 +232,7 @@ export function openAIToChatMessages(messages: ChatCompletionRequest['messages']
         break;
       }
       case 'user':
-        out.push({ role: 'user', content: textOf(m.content) });
+        out.push({ role: 'user', content: userContent(m.content) });
         break;
       case 'assistant': {
         const text = textOf(m.content);
@@ -311,7 +340,7 @@ export async function handleChatCompletions(
 ): Promise<void> {
   const { signal } = o;
   const raw = await readJson(req, o.maxBodyBytes);
-  checkParts(raw);
+  checkParts(raw, service.model.capabilities);
   const body = parseBody(ChatCompletionRequestSchema, raw);
   const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
   Object.assign(chatReq.generate, service.adapters.options(body.lora));

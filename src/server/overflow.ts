@@ -29,10 +29,15 @@ export function fitPrompt(tokens: Int32Array, limit: number, maxTokens: number |
   const reserve = Math.max(1, Math.min(maxTokens ?? Math.floor(limit / 4), Math.floor(limit / 2)));
   const budget = limit - reserve;
   if (tokens.length <= budget) return { tokens, truncatedTokens: 0 };
-  const head = Math.ceil(budget / 2);
-  const tail = budget - head;
-  const out = new Int32Array(budget);
+  // A cut never splits an image's run of media ids (negative ids, src/engine/media.ts): it moves
+  // to the run's edge, so the image is kept whole or dropped whole.
+  const inRun = (at: number): boolean => at > 0 && at < tokens.length && tokens[at - 1]! < 0 && tokens[at]! < 0;
+  let head = Math.ceil(budget / 2);
+  while (inRun(head)) head--;
+  let from = tokens.length - (budget - Math.ceil(budget / 2));
+  while (inRun(from)) from++;
+  const out = new Int32Array(head + tokens.length - from);
   out.set(tokens.subarray(0, head), 0);
-  out.set(tokens.subarray(tokens.length - tail), head);
-  return { tokens: out, truncatedTokens: tokens.length - budget };
+  out.set(tokens.subarray(from), head);
+  return { tokens: out, truncatedTokens: tokens.length - out.length };
 }

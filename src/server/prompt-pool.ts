@@ -315,12 +315,13 @@ export class PromptPool {
     replay: Record<string, ReplaySpan>,
     signal?: AbortSignal,
     variables?: Record<string, unknown>,
+    media?: ReadonlyMap<string, Int32Array>,
   ): Promise<BuiltPrompt> {
     if (this.#closed) return Promise.reject(new LlamuxError('DISPOSED', 'The server is closing'));
     return new Promise<BuiltPrompt>((resolve, reject) => {
       let size = 0;
       for (const m of messages) size += typeof m.content === 'string' ? m.content.length : 0;
-      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay, ...(variables ? { variables } : {}) }, resolve, reject };
+      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay, ...(variables ? { variables } : {}), ...(media && media.size ? { media: [...media] } : {}) }, resolve, reject };
       job.message.id = job.id;
       if (signal) {
         if (signal.aborted) {

@@ -29,6 +29,8 @@ export interface PromptJobMessage {
   replay: Record<string, ReplaySpan>;
   /** Extra template variables (`chat_template_kwargs`, e.g. `enable_thinking`). */
   variables?: Record<string, unknown>;
+  /** Media placeholders in the messages and their tokens (src/chat/media.ts prepareChatMedia). */
+  media?: Array<[string, Int32Array]>;
 }
 
 export type PromptWorkerReply =
@@ -67,6 +69,7 @@ async function main(): Promise<void> {
         ...(job.variables ? { variables: job.variables } : {}),
         ...(data.markers ? { markers: data.markers } : {}),
         replay: (call) => job.replay[call.id],
+        ...(job.media ? { media: new Map(job.media) } : {}),
         ...(data.maxTokens !== undefined ? { maxTokens: data.maxTokens } : {}),
       });
       reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens };

@@ -62,7 +62,9 @@ function listBody(entries: Array<Record<string, unknown> & { id: string }>, anth
 /** The one model of a single-model server: every request runs on it, whatever `model` says. */
 export function singleModelRouter(name: string, model: Model, context: Context, service: ChatService, started: number): ModelRouter {
   const target: ModelTarget = { name, context, service, release: () => {} };
-  const entry = (id: string, anthropic: boolean) => (anthropic ? anthropicEntry(id, started) : openAIEntry(id, started));
+  // OpenAI's list carries what the model reads besides text (a projector: images, audio)
+  const capabilities = { capabilities: { vision: model.capabilities.vision, audio: model.capabilities.audio } };
+  const entry = (id: string, anthropic: boolean) => (anthropic ? anthropicEntry(id, started) : openAIEntry(id, started, capabilities));
   return {
     target: () => Promise.resolve(target),
     list: (anthropic) => listBody([entry(name, anthropic)], anthropic),

@@ -146,6 +146,9 @@ export interface ServerOptions {
    * lists them and POST /lora-adapters changes the scales.
    */
   lora?: ServerLora[];
+  /** A multimodal projector (`mmproj-*.gguf`) for `modelPath` (loadModel's `projector`): user
+   * messages may then hold images (OpenAI `image_url` data: URLs, Anthropic base64 `image` blocks). */
+  projector?: string;
 }
 
 const ServerOptionsSchema = z
@@ -199,14 +202,15 @@ const ServerOptionsSchema = z
     onProgress: z.custom<(p: number) => void>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
     rpcServers: z.array(rpcEndpoint).min(1).max(16).optional(),
     lora: z.array(ServerLoraSchema).max(64).optional(),
+    projector: z.string().min(1).optional(),
   })
   .strict()
   .refine((o) => [o.model, o.modelPath, o.models].filter((v) => v !== undefined).length === 1, { message: 'give exactly one of "model", "modelPath" and "models"' })
   .refine((o) => o.models !== undefined || (o.modelsMax === undefined && o.sleepIdleSeconds === undefined && o.modelsMemory === undefined), {
     message: '"modelsMax", "sleepIdleSeconds" and "modelsMemory" apply to router mode ("models")',
   })
-  .refine((o) => o.models === undefined || (o.modelName === undefined && o.draftModelPath === undefined && o.speculative !== 'draft' && o.lora === undefined), {
-    message: 'router mode ("models") takes no "modelName" (models are named by the folder or config), no draft model and no "lora" (adapters belong to one model)',
+  .refine((o) => o.models === undefined || (o.modelName === undefined && o.draftModelPath === undefined && o.speculative !== 'draft' && o.lora === undefined && o.projector === undefined), {
+    message: 'router mode ("models") takes no "modelName" (models are named by the folder or config), no draft model, no "lora" and no "projector" (they belong to one model: use its loadOptions in the config)',
   });
 type ParsedServerOptions = z.output<typeof ServerOptionsSchema>;
 
@@ -294,6 +298,7 @@ async function openSingleModel(o: ParsedServerOptions, shared: { metrics: Server
   const model = o.model ?? (await loadModel(o.modelPath!, {
     ...(o.onProgress ? { onProgress: o.onProgress } : {}),
     ...(o.rpcServers ? { rpcServers: o.rpcServers } : {}),
+    ...(o.projector ? { projector: o.projector } : {}),
     fit: { contextSize: o.ctx, sequences: o.parallel },
     ...(o.speculative === 'mtp' || (typeof o.speculative === 'object' && o.speculative.mode === 'mtp') ? { mtp: true } : {}),
   }));

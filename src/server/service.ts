@@ -1,6 +1,7 @@
 // The provider-neutral core of the chat endpoints: conversation ids, prompt building with exact
 // replay, generation, tool-call ids and the store.
 import { createHash, randomBytes } from 'node:crypto';
+import { hasChatMedia, prepareChatMedia } from '../chat/media.js';
 import { markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
 import type { ChatTemplate } from '../chat/template.js';
 import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
@@ -11,6 +12,7 @@ import type { Generation } from '../engine/generation.js';
 import type { Model } from '../model/model.js';
 import type { GenerateOptions } from '../options.js';
 import type { Session } from '../engine/session.js';
+import { isLlamuxError } from '../errors.js';
 import { HttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
 import { fitPrompt, type OverflowPolicy } from './overflow.js';
@@ -297,7 +299,18 @@ export class ChatService {
         }
       }
     }
-    const prompt = await this.#prompts.build(req.messages, req.tools, replay, signal, req.templateVariables);
+    // media (images, audio): tokenized here with the model's projector, spliced in by the worker
+    let messages = req.messages;
+    let media: Map<string, Int32Array> | undefined;
+    if (hasChatMedia(messages)) {
+      try {
+        ({ messages, media } = await prepareChatMedia(this.model, messages));
+      } catch (e) {
+        if (isLlamuxError(e) && (e.code === 'INVALID_ARGUMENT' || e.code === 'UNSUPPORTED')) throw new HttpError(400, 'invalid_request', e.message);
+        throw e;
+      }
+    }
+    const prompt = await this.#prompts.build(messages, req.tools, replay, signal, req.templateVariables, media);
     if (prompt.replayed.length) this.metrics.replay.inc({ outcome: 'replayed' }, prompt.replayed.length);
     if (prompt.unknown.length) this.metrics.replay.inc({ outcome: 'unknown' }, prompt.unknown.length);
     if (prompt.unlocated.length) this.metrics.replay.inc({ outcome: 'unlocated' }, prompt.unlocated.length);

@@ -13,7 +13,7 @@
 //   v = o.Get("key")` followed by checks on `v`. Their type is taken from the same key's
 //   `Require…` read (expectCommitted), the `MissingKey(env, "key", "<expected>")` message
 //   (stop: "an array of strings", logitBiasValues: "a Float32Array") or `Model::Unwrap(v)`
-//   (draftModel); `v.IsNull()` adds `| null`. Any other form of read fails with its text.
+//   (draftModel), `media::ReadRequestMedia(env, v)` (media); `v.IsNull()` adds `| null`. Any other form of read fails with its text.
 // - A mode (a named enum of the schema) is a string or number on the wire; the string values
 //   C++ compares the read value with (`mode != "ngram"`, `op == "end"`) must be the enum's
 //   values, and the numeric enums must match llama.h's enums, which the engine casts them to.
@@ -145,6 +145,7 @@ function readsOf(body: string, where: string): Map<string, string> {
     let base = reads.get(key);
     if (base === undefined && expected !== undefined) base = EXPECTED_TYPES[expected];
     if (base === undefined && new RegExp(`\\bModel::Unwrap\\(\\s*${v}\\s*\\)`).test(body)) base = 'Model';
+    if (base === undefined && new RegExp(`\\bmedia::ReadRequestMedia\\(\\s*env\\s*,\\s*${v}\\s*\\)`).test(body)) base = 'MediaList';
     if (base === undefined) throw new Error(`${where}: cannot tell the type of "${key}" (read with o.Get); teach test/native/request-schema.test.ts its form`);
     reads.set(key, nullable ? `${base} | null` : base);
   }

@@ -81,6 +81,9 @@ beforeAll(() => {
   expect(files).toContain('deps/llama.cpp/LICENSE');
   expect(files).toContain('deps/llama.cpp/ggml/src/ggml-cuda/CMakeLists.txt');
   expect(files.some((f) => f.startsWith('deps/llama.cpp/tests/') || f.startsWith('deps/llama.cpp/models/'))).toBe(false);
+  // libmtmd (images and audio) builds from the packed source too, without its test media
+  expect(files).toEqual(expect.arrayContaining(['deps/llama.cpp/tools/mtmd/mtmd.cpp', 'deps/llama.cpp/tools/mtmd/clip.cpp', 'deps/llama.cpp/tools/mtmd/debug/mtmd-debug.h']));
+  expect(files.some((f) => /^deps\/llama\.cpp\/tools\/mtmd\/(test-|tests\/|legacy-models\/)/.test(f))).toBe(false);
   expect(files.some((f) => /^prebuilds\/linux-x64\/llamux\.glibc\.node$/.test(f))).toBe(process.platform === 'linux' && process.arch === 'x64');
   expect(files.filter((f) => /libggml-cpu-.*\.so$/.test(f)).length).toBeGreaterThanOrEqual(2);
   expect(files.some((f) => f.startsWith('src/') || f.startsWith('test/'))).toBe(false);

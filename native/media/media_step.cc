@@ -1,0 +1,75 @@
+#include "media/media_step.h"
+
+#include <algorithm>
+
+#include <mtmd-helper.h>
+#include <mtmd.h>
+
+#include "engine/command_queue.h"
+#include "engine/lifecycle.h"
+
+namespace llamux::media {
+
+size_t MediaStep::TextRun(const Request &r, size_t n) {
+  const size_t end = std::min(r.tokens.size(), r.nPast + n);
+  size_t i = r.nPast;
+  while (i < end && !IsMediaToken(r.tokens[i])) i++;
+  return i - r.nPast;
+}
+
+MediaChunkPtr MediaStep::Chunk(const Request &r) const {
+  const llama_token *at = r.tokens.data() + r.nPast;
+  const size_t left = r.tokens.size() - r.nPast;
+  for (const auto &c : r.p->media) {
+    if (c->ids.size() <= left && std::equal(c->ids.begin(), c->ids.end(), at)) return c;
+  }
+  // media of an earlier turn of the session, recomputed (its KV was dropped)
+  return projector_ ? projector_->Find(at, left) : nullptr;
+}
+
+MediaStep::Result MediaStep::Step(const std::vector<std::unique_ptr<Request>> &active) {
+  for (auto &rp : active) {
+    Request &r = *rp;
+    if (!r.Running() || r.Seq() == nullptr || !AtMedia(r)) continue;
+    MediaChunkPtr c = Chunk(r);
+    if (!c) {
+      life_->Fail(r, ErrorCode::InvalidArgument,
+                  "The prompt holds media at position " + std::to_string(r.nPast) + " that this projector no longer holds (send it again)");
+      return Result::Stepped;
+    }
+    if (!r.time.prefillStarted) {
+      r.time.prefillStarted = true;
+      r.time.prefillStart = Clock::now();
+    }
+    std::string error;
+    if (!projector_->Encode(*c, &embd_, &error)) {
+      life_->Fail(r, ErrorCode::DecodeFailed, "Encoding the media at position " + std::to_string(r.nPast) + " failed: " + error);
+      return Result::Stepped;
+    }
+    queue_->DecodeStarts({r.p->id});
+    llama_pos newPast = 0;
+    int32_t ret;
+    try {
+      ret = mtmd_helper_decode_image_chunk(projector_->Ctx(), ctx_, c->chunk, embd_.data(), static_cast<llama_pos>(r.nPast),
+                                           r.Seq()->Id(), nBatch_, &newPast, nullptr, nullptr);
+    } catch (const std::exception &) {
+      ret = -100;
+    }
+    queue_->DecodeEnded();
+    if (ret != 0) r.Seq()->DropUncommitted();  // part of the run may be in the KV
+    if (ret == 1) return Result::NoRoom;
+    if (ret == 2) return Result::Stepped;  // aborted: a cancel fails it in the next Drain, else it runs again
+    if (ret != 0) {
+      life_->Fail(r, ErrorCode::DecodeFailed, "Decoding the media at position " + std::to_string(r.nPast) + " failed with code " + std::to_string(ret));
+      return Result::Stepped;
+    }
+    // Positions stay one per embedding (also for M-RoPE, where libmtmd would advance by the
+    // image's largest side): the KV's positions and the token list then stay one to one.
+    r.Seq()->Append(c->ids.data(), c->ids.size());
+    r.nPast += c->ids.size();
+    return Result::Stepped;
+  }
+  return Result::Idle;
+}
+
+}  // namespace llamux::media
