@@ -16,7 +16,7 @@ import type { MarkerTexts, ReplaySpan } from '../chat/prompt.js';
 import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { LlamuxError, type LlamuxErrorCode } from '../errors.js';
 import { HttpError } from './http.js';
-import type { PromptJobMessage, PromptWorkerData, PromptWorkerReply } from './prompt-worker.js';
+import type { MarkVariant, PromptJobMessage, PromptWorkerData, PromptWorkerReply } from './prompt-worker.js';
 
 /** A rendered and tokenized prompt, as the worker returns it. */
 export interface BuiltPrompt {
@@ -26,6 +26,8 @@ export interface BuiltPrompt {
   unlocated: string[];
   rerendered: string[];
   splicedTokens: number;
+  /** With `marks`: each mark's token position (0: it could not be located). */
+  markTokens: number[];
 }
 
 export interface PromptPoolOptions extends PromptWorkerData {
@@ -173,8 +175,8 @@ export class PromptPool {
         const job = slot.job;
         if (!job || job.id !== m.id) return;
         if (m.type === 'result') {
-          const { tokens, replayed, unknown, unlocated, rerendered, splicedTokens } = m;
-          this.#finish(slot, (j) => j.resolve({ tokens, replayed, unknown, unlocated, rerendered, splicedTokens }));
+          const { tokens, replayed, unknown, unlocated, rerendered, splicedTokens, markTokens } = m;
+          this.#finish(slot, (j) => j.resolve({ tokens, replayed, unknown, unlocated, rerendered, splicedTokens, markTokens }));
         } else this.#finish(slot, (j) => j.reject(new LlamuxError(m.code as LlamuxErrorCode, m.message)));
         this.#pump();
       }
@@ -315,12 +317,14 @@ export class PromptPool {
     replay: Record<string, ReplaySpan>,
     signal?: AbortSignal,
     variables?: Record<string, unknown>,
+    /** Token positions to locate (prompt-cache breakpoints): per mark, conversations that differ from this one only after it. */
+    marks?: MarkVariant[][],
   ): Promise<BuiltPrompt> {
     if (this.#closed) return Promise.reject(new LlamuxError('DISPOSED', 'The server is closing'));
     return new Promise<BuiltPrompt>((resolve, reject) => {
       let size = 0;
       for (const m of messages) size += typeof m.content === 'string' ? m.content.length : 0;
-      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay, ...(variables ? { variables } : {}) }, resolve, reject };
+      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay, ...(variables ? { variables } : {}), ...(marks?.length ? { marks } : {}) }, resolve, reject };
       job.message.id = job.id;
       if (signal) {
         if (signal.aborted) {

@@ -7,6 +7,7 @@ import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { native } from '../native/binding.js';
 import { isLlamuxError } from '../errors.js';
 import { loadModel } from '../model/load.js';
+import { markOffset } from './cache-breakpoints.js';
 
 /** What the pool hands a new worker. */
 export interface PromptWorkerData {
@@ -29,12 +30,24 @@ export interface PromptJobMessage {
   replay: Record<string, ReplaySpan>;
   /** Extra template variables (`chat_template_kwargs`, e.g. `enable_thinking`). */
   variables?: Record<string, unknown>;
+  /**
+   * Token positions to locate (prompt-cache breakpoints, cache-breakpoints.ts): per mark, the
+   * conversation altered only after it, in ways that render differently from the first
+   * character on; the mark is where every rendering still agrees with this one.
+   */
+  marks?: MarkVariant[][];
+}
+
+/** The conversation of a prompt job, altered after a mark. */
+export interface MarkVariant {
+  messages: ChatMessage[];
+  tools: ChatToolDefinition[];
 }
 
 export type PromptWorkerReply =
   | { type: 'ready' }
   | { type: 'fatal'; message: string }
-  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; rerendered: string[]; splicedTokens: number }
+  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; rerendered: string[]; splicedTokens: number; markTokens: number[] }
   | { type: 'error'; id: number; code: string; message: string };
 
 async function main(): Promise<void> {
@@ -68,8 +81,11 @@ async function main(): Promise<void> {
         ...(data.markers ? { markers: data.markers } : {}),
         replay: (call) => job.replay[call.id],
         ...(data.maxTokens !== undefined ? { maxTokens: data.maxTokens } : {}),
+        ...(job.marks
+          ? { marks: (text: string) => job.marks!.map((variants) => markOffset(text, variants, (v) => template.renderUnchecked(v.messages, v.tools, true, job.variables))) }
+          : {}),
       });
-      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens };
+      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens, markTokens: p.markTokens };
       port.postMessage(reply, [p.tokens.buffer as ArrayBuffer]);
       return;
     } catch (e) {

@@ -20,6 +20,7 @@ import { HttpError, ServerClosingError, sendError, sendJson, shutdownError, toHt
 import { ServerMetrics } from './metrics.js';
 import { PromptPool } from './prompt-pool.js';
 import { ChatService, type ServerLog } from './service.js';
+import { configurePromptCache, DEFAULT_TTLS } from './cache-breakpoints.js';
 import { ToolCallStore, type ToolCallStoreLimits } from './store.js';
 import { handleInfill } from './infill.js';
 
@@ -97,6 +98,11 @@ export interface ServerOptions {
   cacheRamMb?: number;
   /** Disk tier folder of saved sequence states (survives restarts); off when absent. */
   cacheDir?: string;
+  /**
+   * How long an Anthropic `cache_control` breakpoint's prefix is retained in the RAM and disk
+   * tiers, per ttl (default 5 and 60 minutes: Anthropic's).
+   */
+  promptCacheTtlMs?: { '5m'?: number; '1h'?: number };
   /** The context's deterministic mode (ContextOptions.deterministic, issue 26). */
   deterministic?: boolean;
   /**
@@ -155,6 +161,7 @@ const ServerOptionsSchema = z
     log: z.custom<ServerLog>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
     cacheRamMb: z.number().int().min(0).optional(),
     cacheDir: z.string().min(1).optional(),
+    promptCacheTtlMs: z.object({ '5m': z.number().int().min(1).max(2 ** 31 - 1).optional(), '1h': z.number().int().min(1).max(2 ** 31 - 1).optional() }).strict().optional(),
     deterministic: z.boolean().optional(),
     storePath: z.string().min(1).optional(),
     storeLimits: z
@@ -293,6 +300,7 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
     });
     await prompts.start();
     const service = new ChatService({ model, context, template, store, metrics, prompts, maxPromptBytes: o.maxPromptBytes, isolateTenants: o.isolateTenants, overflow: o.overflow, contextShift: o.contextShift, log });
+    configurePromptCache(service, { ttlMs: { ...DEFAULT_TTLS, ...o.promptCacheTtlMs }, log, isolateTenants: o.isolateTenants ?? false });
     const name = o.modelName ?? model.metadata.name ?? basename(model.path).replace(/\.gguf$/i, '');
     const keys = o.apiKey === undefined ? [] : Array.isArray(o.apiKey) ? o.apiKey : [o.apiKey];
     const keyDigests = keys.map(digest);
