@@ -9,7 +9,7 @@ import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, 
 import type { HandlerOptions } from './openai.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ToolChoice, type Usage } from './service.js';
 import { collectBreakpoints, promptCacheOf, type Breakpoint, type CacheableRequest, type RetentionPlan } from './cache-breakpoints.js';
-import type { MarkVariant } from './prompt-worker.js';
+import type { MarkVariant } from './prompt-marks.js';
 
 const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
 // Checked (with Anthropic's errors) by collectBreakpoints (cache-breakpoints.ts).

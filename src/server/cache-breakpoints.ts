@@ -9,7 +9,7 @@ import { z } from 'zod';
 
 import type { Context } from '../engine/context.js';
 import { HttpError } from './http.js';
-import type { MarkVariant } from './prompt-worker.js';
+import type { MarkVariant } from './prompt-marks.js';
 import type { ChatService, ServerLog } from './service.js';
 
 /** Anthropic's `cache_control`: `ephemeral`, with a ttl of 5 minutes (default) or 1 hour. */
@@ -156,26 +156,6 @@ export function collectBreakpoints(r: CacheableRequest, toChat: ToChat): Breakpo
     throw new HttpError(400, 'invalid_request', `${out[lateLong]!.path}.cache_control: a ttl="1h" breakpoint must not come after a ttl="5m" one (${out[firstShort]!.path}); longer ttls come first`);
   }
   return out;
-}
-
-/** Where `text` stops agreeing with the renderings of the altered conversations (-1: none rendered). */
-export function markOffset(text: string, variants: readonly MarkVariant[], render: (v: MarkVariant) => string): number {
-  let at = -1;
-  for (const v of variants) {
-    let other: string;
-    try {
-      other = render(v);
-    } catch {
-      continue; // a template that refuses the altered conversation says nothing of the mark
-    }
-    const n = Math.min(text.length, other.length);
-    let i = 0;
-    while (i < n && text.charCodeAt(i) === other.charCodeAt(i)) i++;
-    // never inside a surrogate pair
-    if (i > 0 && i < text.length && (text.charCodeAt(i - 1) & 0xfc00) === 0xd800) i--;
-    at = at < 0 ? i : Math.min(at, i);
-  }
-  return at;
 }
 
 /** How long a breakpoint's prefix is retained, per ttl (the server's `promptCacheTtlMs`). */

@@ -16,7 +16,8 @@ import type { MarkerTexts, ReplaySpan } from '../chat/prompt.js';
 import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { LlamuxError, type LlamuxErrorCode } from '../errors.js';
 import { HttpError } from './http.js';
-import type { MarkVariant, PromptJobMessage, PromptWorkerData, PromptWorkerReply } from './prompt-worker.js';
+import type { MarkVariant } from './prompt-marks.js';
+import type { PromptJobMessage, PromptWorkerData, PromptWorkerReply } from './prompt-worker.js';
 
 /** A rendered and tokenized prompt, as the worker returns it. */
 export interface BuiltPrompt {

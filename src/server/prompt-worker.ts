@@ -7,7 +7,7 @@ import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { native } from '../native/binding.js';
 import { isLlamuxError } from '../errors.js';
 import { loadModel } from '../model/load.js';
-import { markOffset } from './cache-breakpoints.js';
+import { markOffset, type MarkVariant } from './prompt-marks.js';
 
 /** What the pool hands a new worker. */
 export interface PromptWorkerData {
@@ -38,11 +38,6 @@ export interface PromptJobMessage {
   marks?: MarkVariant[][];
 }
 
-/** The conversation of a prompt job, altered after a mark. */
-export interface MarkVariant {
-  messages: ChatMessage[];
-  tools: ChatToolDefinition[];
-}
 
 export type PromptWorkerReply =
   | { type: 'ready' }

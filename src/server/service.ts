@@ -15,7 +15,7 @@ import { HttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
 import { fitPrompt, type OverflowPolicy } from './overflow.js';
 import type { BuiltPrompt, PromptPool } from './prompt-pool.js';
-import type { MarkVariant } from './prompt-worker.js';
+import type { MarkVariant } from './prompt-marks.js';
 import type { StoredToolCall, ToolCallStore } from './store.js';
 
 /** Where the server's own log lines go. */
