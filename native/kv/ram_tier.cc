@@ -46,20 +46,21 @@ void RamTier::Erase(uint64_t id) {
   entries_.erase(it);
 }
 
-bool RamTier::Victims(size_t need, bool retained, RetainClock::time_point now, std::vector<uint64_t> *out) const {
-  size_t freed = 0;
+bool RamTier::Victims(size_t need, uint64_t replaced, bool retained, RetainClock::time_point now,
+                      std::vector<uint64_t> *out) const {
+  size_t freed = replaced != 0 ? entries_.at(replaced).Bytes() : 0;
   auto enough = [&] { return bytes_ - freed + need <= budget_; };
   // least recently used first, retained entries skipped
   for (auto it = lru_.rbegin(); it != lru_.rend() && !enough(); ++it) {
     const CacheEntry &e = entries_.at(*it);
-    if (e.retainUntil > now) continue;
+    if (e.id == replaced || e.retainUntil > now) continue;
     out->push_back(e.id);
     freed += e.Bytes();
   }
   if (!enough() && retained) {
     std::vector<const CacheEntry *> kept;
     for (const auto &kv : entries_) {
-      if (kv.second.retainUntil > now) kept.push_back(&kv.second);
+      if (kv.first != replaced && kv.second.retainUntil > now) kept.push_back(&kv.second);
     }
     std::sort(kept.begin(), kept.end(), [](const CacheEntry *a, const CacheEntry *b) { return a->retainUntil < b->retainUntil; });
     for (size_t i = 0; i < kept.size() && !enough(); i++) {
@@ -88,25 +89,12 @@ bool RamTier::Insert(std::vector<llama_token> tokens, std::vector<uint8_t> blob,
   } else if (CacheEntry *x = FindExact(e.tokens)) {
     same = x->id;
   }
-  size_t sameBytes = 0;
-  if (same != 0) {
-    const CacheEntry &old = entries_.at(same);
-    e.retainUntil = std::max(e.retainUntil, old.retainUntil);
-    sameBytes = old.Bytes();
-  }
+  if (same != 0) e.retainUntil = std::max(e.retainUntil, entries_.at(same).retainUntil);
   const RetainClock::time_point now = RetainClock::now();
   std::vector<uint64_t> victims;
-  if (bytes_ - sameBytes + need > budget_) {
-    // the replaced entry's bytes count as freed: plan without it
-    size_t saved = bytes_;
-    bytes_ -= sameBytes;
-    bool fits = Victims(need, e.retainUntil > now, now, &victims);
-    bytes_ = saved;
-    if (!fits) return false;
-  }
+  if (!Victims(need, same, e.retainUntil > now, now, &victims)) return false;
   if (same != 0) Erase(same);
   for (uint64_t id : victims) {
-    if (id == same) continue;
     Erase(id);
     evictions_++;
   }

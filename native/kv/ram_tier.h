@@ -91,8 +91,9 @@ class RamTier {
  private:
   void Unindex(const CacheEntry &e);
   CacheEntry *FindExact(const std::vector<llama_token> &tokens);
-  // Entries to evict so `need` more bytes fit (empty and false when they cannot).
-  bool Victims(size_t need, bool retained, RetainClock::time_point now, std::vector<uint64_t> *out) const;
+  // Entries to evict so `need` more bytes fit once `replaced` (0: none) is gone too (empty and
+  // false when they cannot).
+  bool Victims(size_t need, uint64_t replaced, bool retained, RetainClock::time_point now, std::vector<uint64_t> *out) const;
 
   size_t budget_;
   size_t block_;
