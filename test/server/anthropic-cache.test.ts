@@ -115,6 +115,19 @@ describe('Anthropic prompt caching (cache_control) with @anthropic-ai/sdk', () =
     expect(start.output_tokens).toBe(0);
     expect(deltas[0]).toMatchObject({ input_tokens: start.input_tokens, cache_read_input_tokens: breakpoint, cache_creation_input_tokens: 0, output_tokens: final.usage.output_tokens });
     expect(final.usage.output_tokens).toBeGreaterThan(0);
+
+    // Without any breakpoint, message_start has numbers too (it had nulls before).
+    const plainStarts: Anthropic.Usage[] = [];
+    const plain = anthropic.messages.stream({ model: 'claude-any', max_tokens: 4, ...GREEDY, messages: [{ role: 'user', content: QUESTION }] });
+    plain.on('streamEvent', (e) => {
+      if (e.type === 'message_start') plainStarts.push(structuredClone(e.message.usage));
+    });
+    const plainFinal = await plain.finalMessage();
+    const plainCount = await anthropic.messages.countTokens({ model: 'claude-any', messages: [{ role: 'user', content: QUESTION }] });
+    expect(plainStarts[0]!.cache_creation_input_tokens).toBe(0);
+    expect(typeof plainStarts[0]!.cache_read_input_tokens).toBe('number');
+    expect(plainStarts[0]!.input_tokens + plainStarts[0]!.cache_read_input_tokens!).toBe(plainCount.input_tokens);
+    expect(plainFinal.usage.cache_read_input_tokens).toBe(plainStarts[0]!.cache_read_input_tokens);
   });
 
   it('a 1h breakpoint reports its creation as ephemeral_1h, streamed from message_start on', async () => {
