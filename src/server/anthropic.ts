@@ -8,8 +8,8 @@ import { FinishReason } from '../engine/events.js';
 import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, sendJson, toHttpError, reportedError } from './http.js';
 import type { HandlerOptions } from './openai.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ToolChoice, type Usage } from './service.js';
-import { collectBreakpoints, promptCacheOf, type Breakpoint, type CacheableRequest, type RetentionPlan } from './cache-breakpoints.js';
 import type { MarkVariant } from './prompt-marks.js';
+import { collectBreakpoints, promptCacheOf, promptMarks, type Breakpoint, type CacheableRequest, type RetentionPlan } from './cache-breakpoints.js';
 
 const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
 // Checked (with Anthropic's errors) by collectBreakpoints (cache-breakpoints.ts).
@@ -244,7 +244,7 @@ function usageOf(service: ChatService, plan: RetentionPlan | undefined, u: Usage
 /** The request's breakpoints, and the marks the prompt worker locates for them. */
 function breakpointsOf(body: CacheableRequest, chatReq: ChatRequest): Breakpoint[] {
   const breakpoints = collectBreakpoints(body, toRendered);
-  if (breakpoints.length > 0) chatReq.marks = breakpoints.map((b) => b.variants);
+  if (breakpoints.length > 0) chatReq.marks = promptMarks(body, breakpoints, toRendered);
   return breakpoints;
 }
 

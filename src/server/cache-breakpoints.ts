@@ -5,11 +5,12 @@
 // when a request prefills it and kept there for its ttl, ahead of unretained states. This
 // module validates the breakpoints, builds what the worker needs to locate them, turns the
 // engine's report into Anthropic's usage numbers, and says when the tiers refused.
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 
 import type { Context } from '../engine/context.js';
 import { HttpError } from './http.js';
-import type { MarkVariant } from './prompt-marks.js';
+import type { MarkVariant, PromptMarks } from './prompt-marks.js';
 import type { ChatService, ServerLog } from './service.js';
 
 /** Anthropic's `cache_control`: `ephemeral`, with a ttl of 5 minutes (default) or 1 hour. */
@@ -60,6 +61,8 @@ export interface Breakpoint {
   /** Where it sits in the request, for messages (`system.0`, `messages.3.content.1`, `tools.2`). */
   path: string;
   variants: MarkVariant[];
+  /** A text-like block: the request with `mark` appended to its text (one rendering locates all such marks). */
+  appendMark?: (r: CacheableRequest, mark: string) => CacheableRequest;
 }
 
 // Appended text that renders differently from its first character on (A vs B): where the
@@ -103,9 +106,11 @@ function control(v: unknown, path: string): Control {
  */
 export function collectBreakpoints(r: CacheableRequest, toChat: ToChat): Breakpoint[] {
   const out: Breakpoint[] = [];
-  const add = (c: Control, path: string, variants: () => CacheableRequest[]): void => {
-    if (c) out.push({ ttl: c.ttl ?? '5m', path, variants: variants().map(toChat) });
+  const add = (c: Control, path: string, variants: () => CacheableRequest[], appendMark?: Breakpoint['appendMark']): void => {
+    if (c) out.push({ ttl: c.ttl ?? '5m', path, variants: variants().map(toChat), ...(appendMark ? { appendMark } : {}) });
   };
+  const textMark = (c: Control, path: string, appendMark: NonNullable<Breakpoint['appendMark']>): void =>
+    add(c, path, () => [MARK_A, MARK_B].map((m) => appendMark(r, m)), appendMark);
   const tools = r.tools ?? [];
   tools.forEach((t, i) => {
     // A tool's rendering starts with the same text as any other (the template's JSON), so
@@ -124,9 +129,10 @@ export function collectBreakpoints(r: CacheableRequest, toChat: ToChat): Breakpo
   if (Array.isArray(r.system)) {
     const system = r.system;
     system.forEach((b, j) => {
-      add(control(b.cache_control, `system.${j}`), `system.${j}`, () =>
-        [MARK_A, MARK_B].map((m) => ({ ...r, system: system.map((x, k) => (k === j ? withText(x, m) : x)) })),
-      );
+      textMark(control(b.cache_control, `system.${j}`), `system.${j}`, (q, m) => ({
+        ...q,
+        system: (q.system as TextLike[]).map((x, k) => (k === j ? withText(x, m) : x)),
+      }));
     });
   }
   r.messages.forEach((msg, i) => {
@@ -143,7 +149,10 @@ export function collectBreakpoints(r: CacheableRequest, toChat: ToChat): Breakpo
           { ...r, messages: [...r.messages.slice(0, i), { ...msg, content: blocks.slice(0, j + 1) }] },
         ]);
       } else {
-        add(c, path, () => [MARK_A, MARK_B].map((m) => withBlocks(blocks.map((x, k) => (k === j ? markedBlock(x, m) : x)))));
+        textMark(c, path, (q, m) => ({
+          ...q,
+          messages: q.messages.map((x, k) => (k === i && typeof x.content !== 'string' ? { ...x, content: x.content.map((y, l) => (l === j ? markedBlock(y, m) : y)) } : x)),
+        }));
       }
     });
   });
@@ -156,6 +165,21 @@ export function collectBreakpoints(r: CacheableRequest, toChat: ToChat): Breakpo
     throw new HttpError(400, 'invalid_request', `${out[lateLong]!.path}.cache_control: a ttl="1h" breakpoint must not come after a ttl="5m" one (${out[firstShort]!.path}); longer ttls come first`);
   }
   return out;
+}
+
+/**
+ * What the prompt worker needs to locate the breakpoints: every text-like one in one rendering
+ * (each block followed by a mark of its own, unique to this request), the variants for the rest
+ * and as the fallback.
+ */
+export function promptMarks(r: CacheableRequest, breakpoints: readonly Breakpoint[], toChat: ToChat): PromptMarks {
+  const nonce = randomBytes(6).toString('hex');
+  const texts = breakpoints.map((b, k) => (b.appendMark ? `Lmx${nonce}m${k}Q` : undefined));
+  let marked: CacheableRequest | undefined;
+  breakpoints.forEach((b, k) => {
+    if (b.appendMark) marked = b.appendMark(marked ?? r, texts[k]!);
+  });
+  return { ...(marked ? { marked: { variant: toChat(marked), texts } } : {}), variants: breakpoints.map((b) => b.variants) };
 }
 
 /** How long a breakpoint's prefix is retained, per ttl (the server's `promptCacheTtlMs`). */

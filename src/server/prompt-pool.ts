@@ -16,7 +16,7 @@ import type { MarkerTexts, ReplaySpan } from '../chat/prompt.js';
 import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { LlamuxError, type LlamuxErrorCode } from '../errors.js';
 import { HttpError } from './http.js';
-import type { MarkVariant } from './prompt-marks.js';
+import type { PromptMarks } from './prompt-marks.js';
 import type { PromptJobMessage, PromptWorkerData, PromptWorkerReply } from './prompt-worker.js';
 
 /** A rendered and tokenized prompt, as the worker returns it. */
@@ -318,14 +318,14 @@ export class PromptPool {
     replay: Record<string, ReplaySpan>,
     signal?: AbortSignal,
     variables?: Record<string, unknown>,
-    /** Token positions to locate (prompt-cache breakpoints): per mark, conversations that differ from this one only after it. */
-    marks?: MarkVariant[][],
+    /** Token positions to locate (prompt-cache breakpoints, prompt-marks.ts). */
+    marks?: PromptMarks,
   ): Promise<BuiltPrompt> {
     if (this.#closed) return Promise.reject(new LlamuxError('DISPOSED', 'The server is closing'));
     return new Promise<BuiltPrompt>((resolve, reject) => {
       let size = 0;
       for (const m of messages) size += typeof m.content === 'string' ? m.content.length : 0;
-      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay, ...(variables ? { variables } : {}), ...(marks?.length ? { marks } : {}) }, resolve, reject };
+      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay, ...(variables ? { variables } : {}), ...(marks?.variants.length ? { marks } : {}) }, resolve, reject };
       job.message.id = job.id;
       if (signal) {
         if (signal.aborted) {

@@ -7,7 +7,7 @@ import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { native } from '../native/binding.js';
 import { isLlamuxError } from '../errors.js';
 import { loadModel } from '../model/load.js';
-import { markOffset, type MarkVariant } from './prompt-marks.js';
+import { markOffsets, type PromptMarks } from './prompt-marks.js';
 
 /** What the pool hands a new worker. */
 export interface PromptWorkerData {
@@ -30,12 +30,8 @@ export interface PromptJobMessage {
   replay: Record<string, ReplaySpan>;
   /** Extra template variables (`chat_template_kwargs`, e.g. `enable_thinking`). */
   variables?: Record<string, unknown>;
-  /**
-   * Token positions to locate (prompt-cache breakpoints, cache-breakpoints.ts): per mark, the
-   * conversation altered only after it, in ways that render differently from the first
-   * character on; the mark is where every rendering still agrees with this one.
-   */
-  marks?: MarkVariant[][];
+  /** Token positions to locate (prompt-cache breakpoints, cache-breakpoints.ts; prompt-marks.ts). */
+  marks?: PromptMarks;
 }
 
 
@@ -77,7 +73,7 @@ async function main(): Promise<void> {
         replay: (call) => job.replay[call.id],
         ...(data.maxTokens !== undefined ? { maxTokens: data.maxTokens } : {}),
         ...(job.marks
-          ? { marks: (text: string) => job.marks!.map((variants) => markOffset(text, variants, (v) => template.renderUnchecked(v.messages, v.tools, true, job.variables))) }
+          ? { marks: (text: string) => markOffsets(text, job.marks!, (v) => template.renderUnchecked(v.messages, v.tools, true, job.variables)) }
           : {}),
       });
       reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens, markTokens: p.markTokens };

@@ -15,7 +15,7 @@ import { HttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
 import { fitPrompt, type OverflowPolicy } from './overflow.js';
 import type { BuiltPrompt, PromptPool } from './prompt-pool.js';
-import type { MarkVariant } from './prompt-marks.js';
+import type { PromptMarks } from './prompt-marks.js';
 import type { StoredToolCall, ToolCallStore } from './store.js';
 
 /** Where the server's own log lines go. */
@@ -44,7 +44,7 @@ export interface ChatRequest {
   /** Extra chat-template variables (`chat_template_kwargs`: `enable_thinking`, `reasoning_effort`, ...). */
   templateVariables?: Record<string, unknown>;
   /** Token positions to locate in the prompt (prompt-cache breakpoints, cache-breakpoints.ts): `prompt.markTokens`. */
-  marks?: MarkVariant[][];
+  marks?: PromptMarks;
 }
 
 export interface Usage {
