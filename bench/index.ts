@@ -48,7 +48,14 @@ for (const suite of suites) {
     console.log(await runReplayBench(common));
   } else if (suite === 'throughput') {
     const { runThroughputBench } = await import('./workloads/throughput.js');
-    console.log(await runThroughputBench(common));
+    // --levels 16 or 4,16: only those numbers of conversations (default 1,4,8,16)
+    const levelsArg = args.find((a) => a.startsWith('--levels='))?.slice('--levels='.length) ?? (args.includes('--levels') ? args[args.indexOf('--levels') + 1] : undefined);
+    const levels = levelsArg?.split(',').map(Number);
+    if (levels && !levels.every((n) => Number.isInteger(n) && n > 0)) {
+      console.error(`--levels expects positive integers separated by commas, got "${levelsArg}"`);
+      process.exit(2);
+    }
+    console.log(await runThroughputBench({ ...common, ...(levels ? { levels } : {}) }));
   } else if (suite === 'overhead') {
     const { runOverheadBench } = await import('./workloads/overhead.js');
     console.log(await runOverheadBench(common));
