@@ -55,7 +55,14 @@ for (const suite of suites) {
       console.error(`--levels expects positive integers separated by commas, got "${levelsArg}"`);
       process.exit(2);
     }
-    console.log(await runThroughputBench({ ...common, ...(levels ? { levels } : {}) }));
+    // --runs N: interleaved runs per level (default 3)
+    const runsArg = args.find((a) => a.startsWith('--runs='))?.slice('--runs='.length) ?? (args.includes('--runs') ? args[args.indexOf('--runs') + 1] : undefined);
+    const runs = runsArg !== undefined ? Number(runsArg) : undefined;
+    if (runs !== undefined && !(Number.isInteger(runs) && runs > 0)) {
+      console.error(`--runs expects a positive integer, got "${runsArg}"`);
+      process.exit(2);
+    }
+    console.log(await runThroughputBench({ ...common, ...(levels ? { levels } : {}), ...(runs ? { runs } : {}) }));
   } else if (suite === 'overhead') {
     const { runOverheadBench } = await import('./workloads/overhead.js');
     console.log(await runOverheadBench(common));

@@ -4,7 +4,7 @@
 // OpenAI API accepts a token array as the prompt), so llama-server sees exactly the tokens the
 // other systems see; its slot keeps the prompt's KV (`cache_prompt`) between requests.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import OpenAI from 'openai';
@@ -13,20 +13,57 @@ import { progress } from '../report.js';
 
 const cacheDir = join(packageRoot, '.cache');
 const srcDir = join(cacheDir, 'llama-server-src');
-const buildDir = join(cacheDir, 'llama-server-build');
-const binary = join(buildDir, 'bin', 'llama-server');
+// Bumped when the configure below changes, so an older build in .cache is configured again.
+const BUILD_STAMP = 'amx-no-dse-1';
+
+// The peer is built for the instruction set llamux runs with: -march=native by default, and
+// when LLAMUX_CPU_VARIANT forces one of llamux's CPU variants (to measure what an older CPU
+// gets), the same ISA for llama-server, in its own build folder.
+const PEER_ISA: Record<string, string[]> = {
+  x64: ['-DGGML_NATIVE=OFF', '-DGGML_SSE42=OFF', '-DGGML_AVX=OFF', '-DGGML_AVX2=OFF', '-DGGML_FMA=OFF', '-DGGML_F16C=OFF', '-DGGML_BMI2=OFF'],
+  haswell: ['-DGGML_NATIVE=OFF', '-DGGML_SSE42=ON', '-DGGML_AVX=ON', '-DGGML_AVX2=ON', '-DGGML_FMA=ON', '-DGGML_F16C=ON', '-DGGML_BMI2=ON'],
+};
+
+function peerBuild(): { buildDir: string; binary: string; isa: string[] } {
+  const variant = process.env.LLAMUX_CPU_VARIANT;
+  const isa = variant ? PEER_ISA[variant] : undefined;
+  const buildDir = join(cacheDir, isa ? `llama-server-build-${variant}` : 'llama-server-build');
+  return { buildDir, binary: join(buildDir, 'bin', 'llama-server'), isa: isa ?? ['-DGGML_NATIVE=ON'] };
+}
+
+// GCC 12 drops stores that fill the AMX tile configuration in ggml's AMX kernels (our own
+// CMakeLists.txt compiles that file with -fno-dse for the same reason); without the same
+// options llama-server segfaults on its first Q8_0 batch on an AMX CPU. Added through
+// CMAKE_PROJECT_INCLUDE and applied once the ggml-cpu target exists; other files untouched.
+const AMX_FIX_CMAKE = `cmake_language(DEFER DIRECTORY \${CMAKE_SOURCE_DIR} CALL llamux_amx_no_dse)
+function(llamux_amx_no_dse)
+  if(TARGET ggml-cpu)
+    set_source_files_properties("\${CMAKE_SOURCE_DIR}/ggml/src/ggml-cpu/amx/mmq.cpp" TARGET_DIRECTORY ggml-cpu
+      PROPERTIES COMPILE_OPTIONS "-fno-dse;-fno-tree-dse")
+  endif()
+endfunction()
+`;
+
+function builtCurrent({ buildDir, binary }: { buildDir: string; binary: string }): boolean {
+  const stampFile = join(buildDir, 'llamux-build-stamp');
+  return existsSync(binary) && existsSync(stampFile) && readFileSync(stampFile, 'utf8').trim() === BUILD_STAMP;
+}
 
 /** The llama-server binary when it is already built (quick runs never start a build). */
 export function builtLlamaServer(): { path?: string; why?: string } {
-  return existsSync(binary) ? { path: binary } : { why: `not built (${binary}); a full run builds it` };
+  const peer = peerBuild();
+  return builtCurrent(peer) ? { path: peer.binary } : { why: `not built (${peer.binary}); a full run builds it` };
 }
 
 /**
  * The llama-server binary, built on first use (a few minutes: the whole llama.cpp with
- * -march=native, ccache when present). Undefined, with the reason, when it cannot be built.
+ * -march=native or LLAMUX_CPU_VARIANT's ISA, ccache when present). Undefined, with the reason,
+ * when it cannot be built.
  */
 export function llamaServerBinary(): { path?: string; why?: string } {
-  if (existsSync(binary)) return { path: binary };
+  const peer = peerBuild();
+  const { buildDir, binary } = peer;
+  if (builtCurrent(peer)) return { path: binary };
   const bare = join(cacheDir, 'llama.cpp.git');
   if (!existsSync(bare)) return { why: `no llama.cpp clone at ${bare} (npm run build:native makes it)` };
   progress('llama-server: building it from the pinned llama.cpp (once)');
@@ -36,14 +73,18 @@ export function llamaServerBinary(): { path?: string; why?: string } {
     const r = spawnSync('sh', ['-c', `git --git-dir="${bare}" archive HEAD | tar -x -C "${srcDir}"`], { stdio: 'ignore' });
     if (r.status !== 0) return { why: 'could not export the llama.cpp source' };
   }
+  mkdirSync(buildDir, { recursive: true });
+  const include = join(buildDir, 'llamux-amx-fix.cmake');
+  writeFileSync(include, AMX_FIX_CMAKE);
   const launcher = spawnSync('sh', ['-c', 'command -v ccache'], { stdio: 'ignore' }).status === 0 ? ['-DCMAKE_C_COMPILER_LAUNCHER=ccache', '-DCMAKE_CXX_COMPILER_LAUNCHER=ccache'] : [];
   // No download at build time: the web UI is neither built nor fetched; no curl, no OpenSSL.
   const conf = run('cmake', ['-S', srcDir, '-B', buildDir, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DLLAMA_BUILD_SERVER=ON', '-DLLAMA_BUILD_TOOLS=ON',
     '-DLLAMA_BUILD_TESTS=OFF', '-DLLAMA_BUILD_EXAMPLES=OFF', '-DLLAMA_BUILD_UI=OFF', '-DLLAMA_USE_PREBUILT_UI=OFF', '-DLLAMA_OPENSSL=OFF', '-DLLAMA_CURL=OFF',
-    '-DGGML_NATIVE=ON', ...launcher]);
+    ...peer.isa, `-DCMAKE_PROJECT_INCLUDE=${include}`, ...launcher]);
   if (conf.status !== 0) return { why: 'cmake could not configure llama-server' };
   const build = run('ninja', ['-C', buildDir, 'llama-server']);
   if (build.status !== 0 || !existsSync(binary)) return { why: 'llama-server did not build' };
+  writeFileSync(join(buildDir, 'llamux-build-stamp'), BUILD_STAMP + '\n');
   return { path: binary };
 }
 

@@ -9,6 +9,7 @@ import { withNodeLlamaCpp } from '../drivers/node-llama-cpp.js';
 import { llamaServerBinary, startLlamaServer, streamTokenCompletion } from '../drivers/llama-server.js';
 import { benchPrompt, ensureBenchModel, type BenchModelName } from '../models.js';
 import { fmt, progress, progressDone, table, writeResult, type Row } from '../report.js';
+import { fmtSpread, pairedRatio, spread, type Spread } from '../stats.js';
 
 export interface LevelResult {
   conversations: number;
@@ -147,7 +148,11 @@ export interface ThroughputBenchOptions {
   threads?: number;
   model?: BenchModelName;
   levels?: number[];
+  /** Runs per level; within a run the systems take turns, so a slow spell weighs on each (default 3, quick 1). */
+  runs?: number;
 }
+
+type SystemName = 'llamux' | 'llamuxPerSequenceKv' | 'nodeLlamaCpp' | 'llamaServer';
 
 export async function runThroughputBench(opts: ThroughputBenchOptions = {}): Promise<string> {
   setLogger('silent');
@@ -156,78 +161,78 @@ export async function runThroughputBench(opts: ThroughputBenchOptions = {}): Pro
   const threads = opts.threads ?? (opts.quick ? 1 : 2);
   const name: BenchModelName = opts.model ?? (opts.quick ? 'tiny-random' : '250m-q8_0');
   const levels = opts.levels ?? [1, 4, 8, 16];
+  const runs = opts.runs ?? (opts.quick ? 1 : 3);
   const promptTokens = opts.quick ? 32 : 128;
   const genTokens = opts.quick ? 24 : 96;
   progress(`throughput: preparing ${name}`);
   const bm = await ensureBenchModel(name);
-  const llamux: LevelResult[] = [];
-  const llamuxSplit: LevelResult[] = [];
+  const ls = opts.quick ? { why: 'quick mode' } : llamaServerBinary();
+  // results[system][level index][run]
+  const results: Record<SystemName, LevelResult[][]> = { llamux: [], llamuxPerSequenceKv: [], nodeLlamaCpp: [], llamaServer: [] };
+  for (const k of Object.keys(results) as SystemName[]) results[k] = levels.map(() => []);
   const model = await loadModel(bm.path);
   const nVocab = model.vocab.size;
   const eogTokens = [...model.vocab.eogTokens];
   try {
-    for (const n of levels) {
-      progress(`throughput: llamux, ${n} conversation${n > 1 ? 's' : ''}`);
-      llamux.push(await llamuxLevel(model, n, promptTokens, genTokens, threads));
-      if (n > 1) {
-        progress(`throughput: llamux with per-sequence KV, ${n} conversations`);
-        llamuxSplit.push(await llamuxLevel(model, n, promptTokens, genTokens, threads, false));
-      } else {
-        llamuxSplit.push(llamux.at(-1)!); // one sequence: the same KV either way
+    await withNodeLlamaCpp(bm.path, async (m, mod) => {
+      for (let run = 0; run < runs; run++) {
+        for (const [li, n] of levels.entries()) {
+          const tag = `run ${run + 1}/${runs}, ${n} conversation${n > 1 ? 's' : ''}`;
+          progress(`throughput: llamux, ${tag}`);
+          results.llamux[li]!.push(await llamuxLevel(model, n, promptTokens, genTokens, threads));
+          // one sequence: the same KV either way
+          progress(`throughput: llamux with per-sequence KV, ${tag}`);
+          results.llamuxPerSequenceKv[li]!.push(n > 1 ? await llamuxLevel(model, n, promptTokens, genTokens, threads, false) : results.llamux[li]!.at(-1)!);
+          if (ls.path) {
+            progress(`throughput: llama-server, ${tag}`);
+            results.llamaServer[li]!.push(await llamaServerLevel(ls.path, bm.path, nVocab, n, promptTokens, genTokens, threads));
+          }
+          progress(`throughput: node-llama-cpp, ${tag}`);
+          results.nodeLlamaCpp[li]!.push(await nlcLevel(m, mod, eogTokens, nVocab, n, promptTokens, genTokens, threads));
+        }
       }
-    }
+    });
   } finally {
     await model.dispose();
   }
-  const nlc = await withNodeLlamaCpp(bm.path, async (m, mod) => {
-    const out: LevelResult[] = [];
-    for (const n of levels) {
-      progress(`throughput: node-llama-cpp, ${n} sequence${n > 1 ? 's' : ''}`);
-      out.push(await nlcLevel(m, mod, eogTokens, nVocab, n, promptTokens, genTokens, threads));
-    }
-    return out;
-  });
-  const ls = opts.quick ? { why: 'quick mode' } : llamaServerBinary();
-  const server: LevelResult[] = [];
-  if (ls.path) {
-    for (const n of levels) {
-      progress(`throughput: llama-server, ${n} slot${n > 1 ? 's' : ''}`);
-      server.push(await llamaServerLevel(ls.path, bm.path, nVocab, n, promptTokens, genTokens, threads));
-    }
-  }
   progressDone();
+  const agg = (sys: SystemName, li: number): Spread => spread(results[sys][li]!.map((r) => r.aggregateDecodeTokensPerSec));
+  const e2e = (sys: SystemName, li: number): Spread => spread(results[sys][li]!.map((r) => r.endToEndTokensPerSec));
+  const ttft = (sys: SystemName, li: number): string => {
+    const p50 = spread(results[sys][li]!.map((r) => r.ttftP50Ms));
+    const p95 = spread(results[sys][li]!.map((r) => r.ttftP95Ms));
+    return `${fmt(p50.median)} / ${fmt(p95.median)}`;
+  };
   const rows: Row[] = levels.map((n, i) => {
-    const a = llamux[i]!;
-    const b = nlc[i]!;
-    const c = server[i];
+    const server = ls.path ? agg('llamaServer', i) : undefined;
     return {
       conversations: n,
-      'llamux decode tok/s': fmt(a.aggregateDecodeTokensPerSec),
-      'llamux per-sequence KV tok/s': fmt(llamuxSplit[i]!.aggregateDecodeTokensPerSec),
-      'node-llama-cpp decode tok/s': fmt(b.aggregateDecodeTokensPerSec),
-      'llamux / nlc': `${(a.aggregateDecodeTokensPerSec / b.aggregateDecodeTokensPerSec).toFixed(2)}x`,
-      ...(c ? {
-        'llama-server decode tok/s': fmt(c.aggregateDecodeTokensPerSec),
-        'llamux / llama-server': `${(a.aggregateDecodeTokensPerSec / c.aggregateDecodeTokensPerSec).toFixed(2)}x`,
-        'per-sequence / llama-server': `${(llamuxSplit[i]!.aggregateDecodeTokensPerSec / c.aggregateDecodeTokensPerSec).toFixed(2)}x`,
+      'llamux decode tok/s': fmtSpread(agg('llamux', i)),
+      'llamux per-sequence KV tok/s': fmtSpread(agg('llamuxPerSequenceKv', i)),
+      ...(server ? {
+        'llama-server decode tok/s': fmtSpread(server),
+        'llamux / llama-server': pairedRatio(agg('llamux', i), server),
+        'per-sequence / llama-server': pairedRatio(agg('llamuxPerSequenceKv', i), server),
       } : {}),
-      'llamux end-to-end tok/s': fmt(a.endToEndTokensPerSec),
-      'nlc end-to-end tok/s': fmt(b.endToEndTokensPerSec),
-      'llamux TTFT p50 / p95 ms': `${fmt(a.ttftP50Ms)} / ${fmt(a.ttftP95Ms)}`,
-      'nlc TTFT p50 / p95 ms': `${fmt(b.ttftP50Ms)} / ${fmt(b.ttftP95Ms)}`,
-      ...(c ? { 'llama-server TTFT p50 / p95 ms': `${fmt(c.ttftP50Ms)} / ${fmt(c.ttftP95Ms)}` } : {}),
+      'node-llama-cpp decode tok/s': fmtSpread(agg('nodeLlamaCpp', i)),
+      'llamux / nlc': pairedRatio(agg('llamux', i), agg('nodeLlamaCpp', i)),
+      'llamux end-to-end tok/s': fmtSpread(e2e('llamux', i)),
+      ...(server ? { 'llama-server end-to-end tok/s': fmtSpread(e2e('llamaServer', i)) } : {}),
+      'llamux TTFT p50 / p95 ms': ttft('llamux', i),
+      ...(server ? { 'llama-server TTFT p50 / p95 ms': ttft('llamaServer', i) } : {}),
+      'nlc TTFT p50 / p95 ms': ttft('nodeLlamaCpp', i),
     };
   });
   const out: string[] = [];
-  out.push(table(`throughput: concurrent conversations (${bm.description}, ${threads} thread${threads > 1 ? 's' : ''}; each a distinct ${promptTokens}-token prompt, ${genTokens} tokens decoded)`, rows));
+  out.push(table(`throughput: concurrent conversations (${bm.description}, ${threads} thread${threads > 1 ? 's' : ''}; each a distinct ${promptTokens}-token prompt, ${genTokens} tokens decoded; median (min–max) of ${runs} interleaved run${runs > 1 ? 's' : ''}, ratios the median of run-by-run ratios)`, rows));
   const file = writeResult('throughput', {
     mode: opts.quick ? 'quick' : 'full',
     model: { name, description: bm.description, sizeBytes: bm.sizeBytes },
-    settings: { threads, levels, promptTokens, genTokens },
-    llamux,
-    llamuxPerSequenceKv: llamuxSplit,
-    nodeLlamaCpp: nlc,
-    llamaServer: ls.path ? server : { notMeasured: ls.why },
+    settings: { threads, levels, promptTokens, genTokens, runs },
+    llamux: results.llamux,
+    llamuxPerSequenceKv: results.llamuxPerSequenceKv,
+    nodeLlamaCpp: results.nodeLlamaCpp,
+    llamaServer: ls.path ? results.llamaServer : { notMeasured: ls.why },
   });
   if (!ls.path) out.push(`note: llama-server not measured (${ls.why})\n`);
   out.push(`results: ${file}`);
