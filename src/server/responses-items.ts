@@ -79,6 +79,9 @@ export function checkItems(body: unknown): void {
       if (pt === 'input_image' && (type !== 'message' || (item as { role?: unknown }).role !== 'user')) {
         throw new HttpError(400, 'invalid_request', `input[${i}].content[${j}]: input_image parts belong in user messages (a tool's screenshot goes in the next user message)`, `input[${i}].content[${j}].type`);
       }
+      if (pt === 'input_image' && typeof (p as { image_url?: unknown }).image_url !== 'string') {
+        throw new HttpError(400, 'invalid_request', `input[${i}].content[${j}]: input_image needs an image_url (a data: URL); file_id is not served (this server has no Files API)`, `input[${i}].content[${j}].image_url`);
+      }
     });
   });
 }

@@ -127,6 +127,7 @@ describe('/v1/responses input_image (zoo qwen3 + a generated gemma3 projector)',
       { input: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: [{ type: 'input_image', image_url: dataUrl, detail: 'auto' }] } as never] },
       /input\[1\]\.content\[0\]: input_image parts belong in user messages/,
     );
+    await fails(openai, { input: [{ role: 'user', content: [{ type: 'input_image', file_id: 'file-1', detail: 'auto' }] }] }, /input\[0\]\.content\[0\]: input_image needs an image_url.*file_id is not served/);
     // the server goes on
     const ok = await create(openai, { input: imageInput(dataUrl, 'Still fine?') });
     expect(ok.status).not.toBe('failed');
