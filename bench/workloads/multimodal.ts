@@ -14,6 +14,7 @@
 // each at the projector's measured encode time, since the engine does not report one), and TTFT.
 import { copyFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { createHash } from 'node:crypto';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { ensureZooModels, buildProjectorSpec, writeGgufFile, type ProjectorOptions } from '../../src/gguf/index.js';
 import { ChatTemplate, buildChatPromptWithMedia, loadModel, setLogger, type ChatContentPart, type ChatMessage, type Model } from '../../src/index.js';
@@ -217,6 +218,7 @@ export async function runMultimodalBench(opts: MultimodalOptions = {}): Promise<
   const threads = opts.threads ?? 2;
   const [width, height] = quick ? [128, 80] : [640, 400];
   setLogger('silent');
+  const loadBefore = loadavg()[0]!;
   progress('multimodal: preparing the zoo qwen3 model and a projector');
   const zoo = await ensureZooModels(join(packageRoot, '.cache', 'zoo'), { vocabDir: join(packageRoot, '.cache', 'llama.cpp-models'), architectures: ['qwen3'] });
   const projectorOptions: ProjectorOptions = quick
@@ -336,6 +338,8 @@ export async function runMultimodalBench(opts: MultimodalOptions = {}): Promise<
     `tool calls written by llamux: ${calls} of ${nTurns} turns; one image encode on llamux's projector: ${fmtSpread(encodeOne!)} ms (llamux encode ms = images its prefill spans x this median; llama-server's from the time stamps of its trace log)`,
     'new tokens: what follows the last assistant turn (tool result, user text, screenshot, generation prompt); must prefill: past the longest prefix shared with the previous turn\'s prompt, where the template renders the previous turn differently once it is history (Qwen3 drops its empty <think></think> block), so no cache can hold it',
   ];
+  // the times are only as good as the machine was quiet: say how busy it was
+  out.push(`load average (1 min) at the start and the end: ${loadBefore.toFixed(1)} → ${loadavg()[0]!.toFixed(1)}`);
   if (lsBin.why) out.push(`note: llama-server not measured (${lsBin.why})`);
   const file = writeResult('multimodal', { mode: quick ? 'quick' : 'full', turns: nTurns, runs: nRuns, threads, tokensPerImage, width, height, newTokens, encodeOneMs: encodeOne!, llamux, llamaServer: lsBin.path ? ls : { notMeasured: lsBin.why } });
   out.push(`results: ${file}`);
