@@ -25,6 +25,8 @@ export const SLOW_TEST_FILES = [
   'test/bench/quick.test.ts',
   // issue 41's agent-traffic and correctness suites in quick mode: 12-60 s each here
   'test/bench/agents.test.ts',
+  // issue 37's multimodal suite in quick mode: tens of seconds on a shared machine
+  'test/bench/multimodal.test.ts',
   // the cache-path determinism sweep on the 250 M model (paths.test.ts runs it on the tiny shape)
   'test/determinism/paths-250m.test.ts',
   // the same sweep over six zoo architectures

@@ -4,7 +4,7 @@ import { runCacheBench } from './workloads/cache.js';
 import { runEngineBench } from './workloads/engine.js';
 import { runMarkersBench } from './workloads/markers.js';
 
-const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings', 'speculative', 'bounded', 'determinism', 'agent-traffic', 'correctness'];
+const KNOWN = ['engine', 'attention', 'markers', 'cache', 'tools', 'replay', 'throughput', 'overhead', 'rpc', 'families', 'reasoning-replay', 'surface', 'embeddings', 'speculative', 'bounded', 'determinism', 'agent-traffic', 'correctness', 'multimodal'];
 // Named only: `families` (every zoo architecture, builds llama-server on first use),
 // `reasoning-replay` (the Qwen3.5 reasoning replay of issue 25), `surface`, `embeddings` and
 // `speculative` (issue 27), `determinism` (issue 26), `agent-traffic` and `correctness` (issue 41)
@@ -98,6 +98,9 @@ for (const suite of suites) {
     console.log(r.text);
     // a failed check of llamux (or, with --url, of that server) fails the run
     if (r.failed) process.exitCode = 1;
+  } else if (suite === 'multimodal') {
+    const { runMultimodalBench } = await import('./workloads/multimodal.js');
+    console.log(await runMultimodalBench(common));
   } else if (suite === 'rpc') {
     const { runRpcBench } = await import('./workloads/rpc.js');
     console.log(await runRpcBench(common));

@@ -73,6 +73,7 @@ async function serve(argv: string[]): Promise<void> {
     rpc: { type: 'string' },
     lora: { type: 'string', multiple: true },
     mmproj: { type: 'string' },
+    'allow-remote-media': { type: 'boolean' },
     quiet: { type: 'boolean', short: 'q' },
   });
   if (values.help) {
@@ -140,6 +141,7 @@ async function serve(argv: string[]): Promise<void> {
     ...(values.rpc !== undefined ? { rpcServers: parseRpcList(values.rpc) } : {}),
     ...(values.lora || scaled.length ? { lora: [...(values.lora ?? []), ...scaled] } : {}),
     ...(values.mmproj !== undefined ? { projector: values.mmproj } : {}),
+    ...(values['allow-remote-media'] ? { allowRemoteMedia: true } : {}),
     // Router mode logs each model's load (the server's log) instead of a progress line.
     ...(values.models === undefined ? { onProgress: progress.onProgress } : {}),
   });

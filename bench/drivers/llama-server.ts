@@ -105,6 +105,8 @@ export interface LlamaServerOptions {
   threads: number;
   /** More command-line arguments (e.g. --reasoning-format). */
   extraArgs?: string[];
+  /** Every piece of its log (stderr) as it comes (the multimodal suite reads its encode times). */
+  onStderr?: (text: string) => void;
 }
 
 export interface LlamaServerHandle {
@@ -124,6 +126,7 @@ export async function startLlamaServer(bin: string, model: string, o: LlamaServe
   });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => {
+    o.onStderr?.(d.toString());
     stderr = (stderr + d.toString()).slice(-4000);
   });
   const url = `http://127.0.0.1:${port}`;

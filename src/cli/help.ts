@@ -42,6 +42,8 @@ Options:
       --rpc HOST:PORT,...   Place the model's layers on these "llamux rpc-server" processes
       --mmproj PATH         A multimodal projector (mmproj GGUF): user messages may hold images
                             (OpenAI image_url data: URLs, Anthropic base64 image blocks)
+      --allow-remote-media  Fetch http(s) image URLs of requests (10 s, mediaLimits.maxBytes,
+                            3 redirects, image/* only); default: refused, nothing fetched
       --host HOST           Address to listen on (default 127.0.0.1)
       --port N              Port (default 8080; 0 picks a free one)
       --ctx N               Context size in tokens, shared by all sequences (default 8192)

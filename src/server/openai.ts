@@ -12,6 +12,7 @@ import { FinishReason } from '../engine/events.js';
 import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody, reportedError } from './http.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from '../json-limits.js';
+import { MAX_MEDIA_REDIRECTS, isRemoteUrl, resolveRemoteParts, type RemotePart } from './remote-media.js';
 
 /** What the server hands each chat endpoint besides the request. */
 export interface HandlerOptions {
@@ -21,6 +22,8 @@ export interface HandlerOptions {
   tenant?: string;
   /** A streaming client that reads nothing for this long is disconnected. */
   sendTimeoutMs: number;
+  /** `--allow-remote-media`: http(s) image URLs are fetched within this time (absent: refused). */
+  remoteMediaTimeoutMs?: number;
 }
 
 const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
@@ -179,7 +182,7 @@ function textOf(content: string | ReadonlyArray<{ type: string; text?: string; r
 
 /** Rejects content parts this server cannot read with a clear message before schema validation:
  * media parts need a user message and a model with a projector, and a remote URL is never fetched. */
-function checkParts(body: unknown, media: { vision: boolean; audio: boolean }): void {
+function checkParts(body: unknown, media: { vision: boolean; audio: boolean }, remote: boolean): void {
   const msgs = (body as { messages?: unknown })?.messages;
   if (!Array.isArray(msgs)) return;
   msgs.forEach((m, i) => {
@@ -198,11 +201,24 @@ function checkParts(body: unknown, media: { vision: boolean; audio: boolean }): 
         throw new HttpError(400, 'invalid_request', `${where}: content parts of type "${type}" are not supported by this model: it reads no ${kind === 'vision' ? 'images' : 'audio'} (start the server with --mmproj and a projector that does)`, `${where}.type`);
       }
       const url = (p as { image_url?: { url?: unknown } }).image_url?.url;
-      if (typeof url === 'string' && /^https?:/i.test(url)) {
-        throw new HttpError(400, 'invalid_request', `${where}: remote image URLs are not fetched by this server; send the image as a data: URL (base64)`, `${where}.image_url.url`);
+      if (typeof url === 'string' && /^https?:/i.test(url) && !(remote && isRemoteUrl(url))) {
+        throw new HttpError(400, 'invalid_request', `${where}: remote image URLs are not fetched by this server (unless it runs with --allow-remote-media); send the image as a data: URL (base64)`, `${where}.image_url.url`);
       }
     });
   });
+}
+
+/** `--allow-remote-media`: each http(s) image URL of the user messages replaced by the fetched image (a data: URL). */
+async function fetchRemoteImages(body: ChatCompletionRequest, service: ChatService, timeoutMs: number, signal: AbortSignal): Promise<void> {
+  const parts: RemotePart[] = [];
+  body.messages.forEach((m, i) => {
+    if (m.role !== 'user' || typeof m.content === 'string') return;
+    m.content.forEach((p, j) => {
+      if (p.type !== 'image_url' || !isRemoteUrl(p.image_url.url)) return;
+      parts.push({ url: p.image_url.url, where: `messages.${i}.content.${j}`, param: `messages.${i}.content.${j}.image_url.url`, set: (url) => void (p.image_url.url = url) });
+    });
+  });
+  await resolveRemoteParts(parts, { maxBytes: service.model.mediaLimits.maxBytes, timeoutMs, maxRedirects: MAX_MEDIA_REDIRECTS, signal });
 }
 
 type UserContentParts = Exclude<z.infer<typeof UserContent>, string>;
@@ -340,8 +356,9 @@ export async function handleChatCompletions(
 ): Promise<void> {
   const { signal } = o;
   const raw = await readJson(req, o.maxBodyBytes);
-  checkParts(raw, service.model.capabilities);
+  checkParts(raw, service.model.capabilities, o.remoteMediaTimeoutMs !== undefined);
   const body = parseBody(ChatCompletionRequestSchema, raw);
+  if (o.remoteMediaTimeoutMs !== undefined) await fetchRemoteImages(body, service, o.remoteMediaTimeoutMs, signal);
   const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
   Object.assign(chatReq.generate, service.adapters.options(body.lora));
   const prepared = await service.prepare(chatReq, signal);

@@ -3,7 +3,7 @@
 // llamux chat messages.
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import type { ChatMessage, ChatToolCall } from '../chat/types.js';
+import type { ChatContentPart, ChatMessage, ChatToolCall } from '../chat/types.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from '../json-limits.js';
 import { HttpError } from './http.js';
 
@@ -15,12 +15,19 @@ const CALL_ID = z.string().min(1).max(256);
 // `annotations`, `logprobs` ...); the item types and part types are checked first (checkItems).
 const TextPart = z.object({ type: z.enum(['input_text', 'output_text']), text: z.string() });
 const RefusalPart = z.object({ type: z.literal('refusal'), refusal: z.string() });
+/** An image of a user message (a model with a projector; checked by responses-media.ts). `detail`
+ * is accepted and not used: the projector sets the resolution. */
+export const ImagePart = z.object({
+  type: z.literal('input_image'),
+  image_url: z.string().min(1),
+  detail: z.enum(['low', 'high', 'auto', 'original']).optional(),
+});
 
 const MessageItem = z.object({
   type: z.literal('message'),
   id: ITEM_ID.optional(),
   role: z.enum(['user', 'assistant', 'system', 'developer']),
-  content: z.union([z.string(), z.array(z.union([TextPart, RefusalPart]))]),
+  content: z.union([z.string(), z.array(z.union([TextPart, RefusalPart, ImagePart]))]),
 });
 const FunctionCallItem = z.object({ type: z.literal('function_call'), id: ITEM_ID.optional(), call_id: CALL_ID, name: TOOL_NAME, arguments: z.string() });
 const FunctionCallOutputItem = z.object({
@@ -44,10 +51,10 @@ export const InputItem = z.preprocess(
   (v) => (v !== null && typeof v === 'object' && !Array.isArray(v) && (v as { type?: unknown }).type === undefined ? { ...v, type: 'message' } : v),
   z.discriminatedUnion('type', [MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem, ItemReference]),
 );
-type InputItemT = z.output<typeof InputItem>;
+export type InputItemT = z.output<typeof InputItem>;
 
 const ITEM_TYPES = new Set(['message', 'function_call', 'function_call_output', 'reasoning', 'item_reference']);
-const PART_TYPES = new Set(['input_text', 'output_text', 'refusal']);
+const PART_TYPES = new Set(['input_text', 'output_text', 'refusal', 'input_image']);
 
 /**
  * Refuses, with a message naming the item, item and part types this server does not serve
@@ -67,7 +74,13 @@ export function checkItems(body: unknown): void {
     parts.forEach((p, j) => {
       const pt = (p as { type?: unknown })?.type;
       if (typeof pt === 'string' && !PART_TYPES.has(pt)) {
-        throw new HttpError(400, 'invalid_request', `input[${i}]: content parts of type "${pt}" are not supported by this server (text only: input_text, output_text)`, `input[${i}].content[${j}].type`);
+        throw new HttpError(400, 'invalid_request', `input[${i}]: content parts of type "${pt}" are not supported by this server (input_text, output_text, and input_image in user messages)`, `input[${i}].content[${j}].type`);
+      }
+      if (pt === 'input_image' && (type !== 'message' || (item as { role?: unknown }).role !== 'user')) {
+        throw new HttpError(400, 'invalid_request', `input[${i}].content[${j}]: input_image parts belong in user messages (a tool's screenshot goes in the next user message)`, `input[${i}].content[${j}].type`);
+      }
+      if (pt === 'input_image' && typeof (p as { image_url?: unknown }).image_url !== 'string') {
+        throw new HttpError(400, 'invalid_request', `input[${i}].content[${j}]: input_image needs an image_url (a data: URL); file_id is not served (this server has no Files API)`, `input[${i}].content[${j}].image_url`);
       }
     });
   });
@@ -75,10 +88,19 @@ export function checkItems(body: unknown): void {
 
 /** An item as stored and listed: always with an id and the API's output shape. */
 export type StoredItem =
-  | { id: string; type: 'message'; role: 'user' | 'assistant' | 'system' | 'developer'; status: 'completed'; content: Array<{ type: 'input_text' | 'output_text'; text: string; annotations?: [] }> }
+  | { id: string; type: 'message'; role: 'user' | 'assistant' | 'system' | 'developer'; status: 'completed'; content: Array<StoredTextPart | StoredImagePart> }
   | { id: string; type: 'function_call'; call_id: string; name: string; arguments: string; status: 'completed' }
   | { id: string; type: 'function_call_output'; call_id: string; output: string; status: 'completed' }
   | { id: string; type: 'reasoning'; summary: Array<{ type: 'summary_text'; text: string }>; content?: Array<{ type: 'reasoning_text'; text: string }> };
+
+type StoredTextPart = { type: 'input_text' | 'output_text'; text: string; annotations?: [] };
+/** An image as stored: always its bytes (a data: URL; a remote one was fetched first), so a chain replays it exactly. */
+type StoredImagePart = { type: 'input_image'; image_url: string; detail: 'low' | 'high' | 'auto' | 'original' };
+
+/** The text of a message's parts (images left out). */
+function textOfParts(content: ReadonlyArray<StoredTextPart | StoredImagePart>): string {
+  return content.map((p) => (p.type === 'input_image' ? '' : p.text)).join('');
+}
 
 export function newId(prefix: string): string {
   return `${prefix}_${randomBytes(24).toString('hex')}`;
@@ -106,8 +128,12 @@ function unknownReference(id: string, i: number): never {
 function toStored(item: Exclude<InputItemT, { type: 'item_reference' }>, i: number): StoredItem {
   switch (item.type) {
     case 'message': {
-      const texts = typeof item.content === 'string' ? [item.content] : item.content.map(partText);
-      const content = texts.map((text) => (item.role === 'assistant' ? { type: 'output_text' as const, text, annotations: [] as [] } : { type: 'input_text' as const, text }));
+      const parts = typeof item.content === 'string' ? [item.content] : item.content;
+      const content = parts.map((p): StoredTextPart | StoredImagePart => {
+        if (typeof p !== 'string' && p.type === 'input_image') return { type: 'input_image', image_url: p.image_url, detail: p.detail ?? 'auto' };
+        const text = typeof p === 'string' ? p : partText(p);
+        return item.role === 'assistant' ? { type: 'output_text' as const, text, annotations: [] as [] } : { type: 'input_text' as const, text };
+      });
       return { id: item.id ?? newId('msg'), type: 'message', role: item.role, status: 'completed', content };
     }
     case 'function_call':
@@ -143,6 +169,12 @@ function reasoningText(it: Extract<StoredItem, { type: 'reasoning' }>): string {
   return parts.map((p) => p.text).join('');
 }
 
+/** A user message's content: its text, or parts when it holds images. */
+function userContent(content: ReadonlyArray<StoredTextPart | StoredImagePart>): string | ChatContentPart[] {
+  if (!content.some((p) => p.type === 'input_image')) return textOfParts(content);
+  return content.map((p): ChatContentPart => (p.type === 'input_image' ? { type: 'image', image: p.image_url } : { type: 'text', text: p.text }));
+}
+
 /**
  * Items → llamux chat messages. `instructions` and leading system/developer messages form one
  * system message; a run of reasoning, assistant messages and function calls is one assistant
@@ -176,13 +208,13 @@ export function itemsToChatMessages(instructions: string | undefined, items: rea
     } else if (it.type === 'message' && it.role === 'assistant') {
       if (turn && turn.calls.length) flush();
       turn ??= { content: [], reasoning: [], calls: [] };
-      turn.content.push(it.content.map((p) => p.text).join(''));
+      turn.content.push(textOfParts(it.content));
     } else {
       flush();
       if (it.type === 'function_call_output') out.push({ role: 'tool', toolCallId: it.call_id, content: it.output });
       else {
-        const text = it.content.map((p) => p.text).join('');
-        if (it.role === 'user') out.push({ role: 'user', content: text });
+        const text = textOfParts(it.content);
+        if (it.role === 'user') out.push({ role: 'user', content: userContent(it.content) });
         else {
           const prev = out[out.length - 1];
           if (out.length === 1 && prev?.role === 'system') prev.content = `${prev.content}\n\n${text}`;

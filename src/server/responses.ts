@@ -11,6 +11,7 @@ import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, 
 import { responseFormatOption, type HandlerOptions } from './openai.js';
 import type { ResponseStore, StoredResponse } from './response-store.js';
 import { InputItem, TOOL_NAME, checkCallOutputs, checkItems, itemsToChatMessages, newId, normalizeInput, type StoredItem } from './responses-items.js';
+import { prepareInputImages } from './responses-media.js';
 import { nullable, samplingFields, samplingOptions } from './sampling-fields.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServerLog, type ServiceEvent, type ToolChoice, type Usage } from './service.js';
 
@@ -344,6 +345,7 @@ async function handleCreate(req: IncomingMessage, res: ServerResponse, service: 
   checkItems(raw);
   refuseOtherTools(raw);
   const body = parseBody(ResponseCreateSchema, raw);
+  await prepareInputImages(body.input, service.model, { signal, ...(o.remoteMediaTimeoutMs !== undefined ? { remoteMediaTimeoutMs: o.remoteMediaTimeoutMs } : {}) });
   const previousId = body.previous_response_id ?? undefined;
   const previous = previousId !== undefined ? lookup(o.store, previousId, o, 'previous_response_id') : undefined;
   const history = previous ? [...(JSON.parse(previous.input) as StoredItem[]), ...((JSON.parse(previous.response) as { output: StoredItem[] }).output)] : [];

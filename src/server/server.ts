@@ -149,6 +149,14 @@ export interface ServerOptions {
   /** A multimodal projector (`mmproj-*.gguf`) for `modelPath` (loadModel's `projector`): user
    * messages may then hold images (OpenAI `image_url` data: URLs, Anthropic base64 `image` blocks). */
   projector?: string;
+  /**
+   * `--allow-remote-media`: `http(s)` image URLs in requests are fetched by the server (within
+   * `remoteMediaTimeoutMs`, at most the model's `mediaLimits.maxBytes`, 3 redirects, `image/*`
+   * only). Default false: such URLs are refused with a 400 and the server fetches nothing.
+   */
+  allowRemoteMedia?: boolean;
+  /** Time for fetching one remote image, redirects and body included (default 10 000 ms). */
+  remoteMediaTimeoutMs?: number;
 }
 
 const ServerOptionsSchema = z
@@ -203,6 +211,8 @@ const ServerOptionsSchema = z
     rpcServers: z.array(rpcEndpoint).min(1).max(16).optional(),
     lora: z.array(ServerLoraSchema).max(64).optional(),
     projector: z.string().min(1).optional(),
+    allowRemoteMedia: z.boolean().default(false),
+    remoteMediaTimeoutMs: z.number().int().positive().default(10_000),
   })
   .strict()
   .refine((o) => [o.model, o.modelPath, o.models].filter((v) => v !== undefined).length === 1, { message: 'give exactly one of "model", "modelPath" and "models"' })
@@ -477,7 +487,13 @@ export async function createServer(options: ServerOptions): Promise<LlamuxServer
           }
           controllers.delete(ac);
         });
-        const ho: HandlerOptions = { maxBodyBytes: o.maxBodyBytes, signal: ac.signal, sendTimeoutMs: o.sendTimeoutMs, ...(tenant !== undefined ? { tenant } : {}) };
+        const ho: HandlerOptions = {
+          maxBodyBytes: o.maxBodyBytes,
+          signal: ac.signal,
+          sendTimeoutMs: o.sendTimeoutMs,
+          ...(tenant !== undefined ? { tenant } : {}),
+          ...(o.allowRemoteMedia ? { remoteMediaTimeoutMs: o.remoteMediaTimeoutMs } : {}),
+        };
         const ro = { ...ho, store: responses!, log };
         // Reading, listing or deleting a stored response needs no model.
         if (responsesApi && method !== 'POST') {
