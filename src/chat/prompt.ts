@@ -5,6 +5,7 @@ import type { Context } from '../engine/context.js';
 import { LlamuxError, isLlamuxError } from '../errors.js';
 import { TokenAttribute, type Model } from '../model/model.js';
 import type { ChatTemplate } from './template.js';
+import { bodyEndIn, renderer, turnBounds, turnShape, type Render, type TurnBounds, type TurnReplay, type TurnShape } from './turn-replay.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from './types.js';
 
 /** What llamux knows of a tool call the model generated: its exact span. */
@@ -38,6 +39,19 @@ export interface BuildChatPromptOptions {
   /** The stored span of a historical call, or undefined to render the call through the template. */
   replay?: (call: ChatToolCall, messageIndex: number) => ReplaySpan | undefined;
   /**
+   * The exact generated tokens of a whole historical assistant turn (the caller checked that the
+   * message is the turn as generated), or undefined. Spliced in place of the template's
+   * rendering of the turn's body where the template renders the turn as the prompt it was
+   * generated from, a body and a closing (src/chat/turn-replay.ts).
+   */
+  replayTurn?: (message: ChatMessage, messageIndex: number) => TurnReplay | undefined;
+  /**
+   * Keep replayed turns as generated even where the template would re-render them once a later
+   * user message follows (templates that drop earlier reasoning): a departure from the template
+   * that keeps the prompt an extension of the previous one.
+   */
+  keepReasoning?: boolean;
+  /**
    * Parse special-token text (e.g. `<|im_start|>`) inside message contents. Off by default: a
    * user who types a control token gets its characters, not the token. Template text is always
    * parsed.
@@ -65,8 +79,10 @@ export interface ChatPrompt {
   unlocated: string[];
   /** Ids of stored calls not spliced because their turn renders differently before them than it was generated. */
   rerendered: string[];
-  /** Tokens inserted verbatim (spans and preludes). */
+  /** Tokens inserted verbatim (spans, preludes and whole turns). */
   splicedTokens: number;
+  /** Whole-turn replay: indexes of the assistant messages spliced, not located, and re-rendered in context (dropped). */
+  turns: { replayed: number[]; unlocated: number[]; dropped: number[] };
 }
 
 type Segment = { kind: 'text'; text: string; parseSpecial: boolean } | { kind: 'tokens'; tokens: ArrayLike<number> };
@@ -238,7 +254,7 @@ function mergeRanges(ranges: Array<[number, number]>): Array<[number, number]> {
 export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], options: BuildChatPromptOptions): ChatPrompt {
   const { template, tools, variables, markers, replay } = options;
   const addGen = options.addGenerationPrompt ?? true;
-  const text = template.renderUnchecked(messages, tools, addGen, variables);
+  const rendered = template.renderUnchecked(messages, tools, addGen, variables);
   const regions: Region[] = [];
   const cuts: number[] = [];
   const replayed: string[] = [];
@@ -247,9 +263,19 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
   const rerendered: string[] = [];
   let cursor = 0;
 
+  const whole = wholeTurns(messages, rendered, options);
+  const text = whole.text;
+  regions.push(...whole.regions);
+  cuts.push(...whole.cuts);
+  for (const i of whole.turns.replayed) {
+    const m = messages[i]!;
+    if (m.role === 'assistant') for (const c of m.toolCalls ?? []) replayed.push(c.id);
+  }
+  const spliced = new Set(whole.turns.replayed);
+
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i]!;
-    if (m.role !== 'assistant' || !m.toolCalls || m.toolCalls.length === 0) continue;
+    if (m.role !== 'assistant' || !m.toolCalls || m.toolCalls.length === 0 || spliced.has(i)) continue;
     const calls = m.toolCalls;
     const spans = calls.map((c) => (markers && replay ? replay(c, i) : undefined));
     for (let j = 0; j < calls.length; j++) if (!spans[j]) unknown.push(calls[j]!.id);
@@ -326,21 +352,21 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
       }
       regions.push({ start: at, end: at + placeholder.length, tokens: toks });
     }
-    regions.sort((a, b) => a.start - b.start);
   }
+  regions.sort((a, b) => a.start - b.start);
   const maxTokens = options.maxTokens;
   const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages, maxTokens), ...protectedToolRanges(model, text, tools ?? [], maxTokens)]);
   const segments = segment(text, regions, cuts, prot);
   const addBos = !(template.bosToken !== '' && text.startsWith(template.bosToken));
   const parts: ArrayLike<number>[] = [];
   let total = 0;
-  let spliced = 0;
+  let splicedTokens = 0;
   let first = true;
   for (const seg of segments) {
     let toks: ArrayLike<number>;
     if (seg.kind === 'tokens') {
       toks = seg.tokens;
-      spliced += toks.length;
+      splicedTokens += toks.length;
     } else {
       // Past maxTokens the prompt cannot fit: stop there (CONTEXT_OVERFLOW).
       const left = maxTokens === undefined ? {} : { maxTokens: Math.max(1, maxTokens - total) };
@@ -361,7 +387,87 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     tokens.set(p, o);
     o += p.length;
   }
-  return { text, tokens, replayed, unknown, unlocated, rerendered, splicedTokens: spliced };
+  return { text, tokens, replayed, unknown, unlocated, rerendered, splicedTokens, turns: whole.turns };
+}
+
+interface WholeTurns {
+  /** The prompt text: the template's rendering, or (keepReasoning) the composition of the turns' prompts. */
+  text: string;
+  regions: Region[];
+  cuts: number[];
+  turns: ChatPrompt['turns'];
+}
+
+interface TurnCandidate {
+  index: number;
+  bounds: TurnBounds;
+  turn: TurnReplay;
+}
+
+/** The whole assistant turns spliced into the prompt (see BuildChatPromptOptions.replayTurn). */
+function wholeTurns(messages: readonly ChatMessage[], rendered: string, options: BuildChatPromptOptions): WholeTurns {
+  const out: WholeTurns = { text: rendered, regions: [], cuts: [], turns: { replayed: [], unlocated: [], dropped: [] } };
+  const { replayTurn, template } = options;
+  const shape = replayTurn ? turnShape(template, options.variables) : undefined;
+  if (!replayTurn) return out;
+  const render = renderer(template, options.tools, options.variables);
+  const candidates: TurnCandidate[] = [];
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]!;
+    if (m.role !== 'assistant') continue;
+    const turn = replayTurn(m, i);
+    if (!turn) continue;
+    const bounds = shape ? turnBounds(render, shape, messages, i) : undefined;
+    if (!bounds) out.turns.unlocated.push(i);
+    else candidates.push({ index: i, bounds, turn });
+  }
+  if (candidates.length === 0) return out;
+  if (options.keepReasoning) {
+    const composed = compose(render, shape!, messages, candidates, rendered);
+    if (composed) return { ...composed, turns: { ...out.turns, replayed: candidates.map((c) => c.index) } };
+  }
+  for (const c of candidates) {
+    // The template renders the turn differently once later messages follow (a later user
+    // message drops earlier reasoning): the prompt departs from the KV there anyway.
+    if (!rendered.startsWith(c.bounds.rendered)) {
+      out.turns.dropped.push(c.index);
+      continue;
+    }
+    out.cuts.push(c.bounds.prompt.length);
+    out.regions.push({ start: c.bounds.prompt.length, end: c.bounds.bodyEnd, tokens: c.turn.tokens });
+    out.turns.replayed.push(c.index);
+  }
+  return out;
+}
+
+/**
+ * keepReasoning: the prompt as the conversation grew, each replayed turn as generated right after
+ * the prompt it was generated from, then what the template renders after the turn's body in the
+ * next turn's prompt (or in the whole conversation, after the last one). Undefined when a turn's
+ * end cannot be located in the rendering that follows it.
+ */
+function compose(render: Render, shape: TurnShape, messages: readonly ChatMessage[], candidates: TurnCandidate[], rendered: string): Omit<WholeTurns, 'turns'> | undefined {
+  let text = '';
+  const regions: Region[] = [];
+  const cuts: number[] = [];
+  let prev: TurnCandidate | undefined;
+  const after = (context: string): string | undefined => {
+    if (!prev) return context;
+    const end = bodyEndIn(render, shape, messages, prev.index, prev.bounds, context);
+    return end === undefined ? undefined : context.slice(end);
+  };
+  for (const c of candidates) {
+    const head = after(c.bounds.prompt);
+    if (head === undefined) return undefined;
+    text += head;
+    cuts.push(text.length);
+    regions.push({ start: text.length, end: text.length + c.turn.text.length, tokens: c.turn.tokens });
+    text += c.turn.text;
+    prev = c;
+  }
+  const tail = after(rendered);
+  if (tail === undefined) return undefined;
+  return { text: text + tail, regions, cuts };
 }
 
 function concatTokens(a: ArrayLike<number>, b: ArrayLike<number>): Int32Array {

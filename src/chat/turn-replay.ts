@@ -1,0 +1,122 @@
+// Exact replay of whole assistant turns. The model generated a turn (reasoning, answer, calls)
+// right after the prompt it was given; templates render that turn back differently (reasoning
+// re-laid-out as `\n</think>\n\n`, calls re-serialised), so the prompt of the next request would
+// depart from the KV at the turn's start. Where the template renders the turn as
+// `<prompt it was generated from><body><closing>`, the body is replaced by the exact generated
+// tokens: the next prompt then extends the previous prompt and its generated tokens.
+import type { ChatTemplate } from './template.js';
+import type { ChatMessage, ChatToolDefinition } from './types.js';
+
+/** The exact text and tokens the model generated for an assistant turn (end-of-generation token excluded). */
+export interface TurnReplay {
+  text: string;
+  tokens: ArrayLike<number>;
+}
+
+/** What a template writes around an assistant turn's body. */
+export interface TurnShape {
+  /** After the body of an assistant turn (e.g. `<|im_end|>\n`). */
+  closing: string;
+  /** Before a user message's content (e.g. `<|im_start|>user\n`). */
+  userHeader: string;
+}
+
+// Probe texts no template transforms (no whitespace to trim, no markup).
+const PROBE_QUERY = 'llamuxprobequery';
+const PROBE_ANSWER = 'llamuxprobeanswer';
+const PROBE_NEXT = 'llamuxprobenext';
+
+const shapeCache = new WeakMap<ChatTemplate, Map<string, TurnShape | null>>();
+
+/**
+ * The closing and user header of the template (with these variables), probed by rendering a
+ * tiny conversation; undefined when the template does not render it recognisably.
+ */
+export function turnShape(template: ChatTemplate, variables?: Record<string, unknown>): TurnShape | undefined {
+  const key = JSON.stringify(variables ?? {});
+  let byVars = shapeCache.get(template);
+  if (!byVars) {
+    byVars = new Map();
+    shapeCache.set(template, byVars);
+  }
+  const hit = byVars.get(key);
+  if (hit !== undefined) return hit ?? undefined;
+  let shape: TurnShape | null = null;
+  try {
+    const one = template.renderUnchecked([{ role: 'user', content: PROBE_QUERY }, { role: 'assistant', content: PROBE_ANSWER }], undefined, false, variables);
+    const two = template.renderUnchecked(
+      [{ role: 'user', content: PROBE_QUERY }, { role: 'assistant', content: PROBE_ANSWER }, { role: 'user', content: PROBE_NEXT }],
+      undefined,
+      false,
+      variables,
+    );
+    const a = one.lastIndexOf(PROBE_ANSWER);
+    const closing = a < 0 ? '' : one.slice(a + PROBE_ANSWER.length);
+    const b = two.indexOf(PROBE_ANSWER);
+    const n = two.indexOf(PROBE_NEXT);
+    if (closing.length > 0 && b >= 0 && n > b) {
+      const between = two.slice(b + PROBE_ANSWER.length, n);
+      if (between.startsWith(closing)) shape = { closing, userHeader: between.slice(closing.length) };
+    }
+  } catch {
+    // a template that refuses the probe: no turn is replayed whole
+  }
+  byVars.set(key, shape);
+  return shape ?? undefined;
+}
+
+/** Renders a conversation (the template's own rendering; throws what the template throws). */
+export type Render = (messages: readonly ChatMessage[], addGenerationPrompt: boolean) => string;
+
+export function renderer(template: ChatTemplate, tools: readonly ChatToolDefinition[] | undefined, variables: Record<string, unknown> | undefined): Render {
+  return (messages, addGen) => template.renderUnchecked(messages, tools, addGen, variables);
+}
+
+/** Where the turn at `index` sits in the template's rendering of the conversation up to and including it. */
+export interface TurnBounds {
+  /** The prompt the turn was generated from (the conversation before it, with the generation prompt). */
+  prompt: string;
+  /** The turn as the template renders it last in a conversation: `prompt + body + closing`. */
+  rendered: string;
+  /** Where the body ends in `rendered` (its closing starts). */
+  bodyEnd: number;
+}
+
+/**
+ * The bounds of the assistant turn at `index`, or undefined when the template does not render it
+ * as the prompt it was generated from, a body and the closing.
+ */
+export function turnBounds(render: Render, shape: TurnShape, messages: readonly ChatMessage[], index: number): TurnBounds | undefined {
+  if (index === 0) return undefined;
+  let prompt: string;
+  let rendered: string;
+  try {
+    prompt = render(messages.slice(0, index), true);
+    rendered = render(messages.slice(0, index + 1), false);
+  } catch {
+    return undefined;
+  }
+  const bodyEnd = rendered.length - shape.closing.length;
+  if (!rendered.startsWith(prompt) || !rendered.endsWith(shape.closing) || bodyEnd < prompt.length) return undefined;
+  return { prompt, rendered, bodyEnd };
+}
+
+/**
+ * Where the body of the assistant turn at `index` ends in `context`, a rendering of a longer
+ * conversation starting with the same messages: either the turn renders there as it does last
+ * (`bounds.rendered` is a prefix), or the template re-rendered it because a user message came
+ * after it (reasoning dropped): located by rendering the turn followed by a probe user message.
+ * Undefined when neither fits.
+ */
+export function bodyEndIn(render: Render, shape: TurnShape, messages: readonly ChatMessage[], index: number, bounds: TurnBounds, context: string): number | undefined {
+  if (context.startsWith(bounds.rendered)) return bounds.bodyEnd;
+  let probed: string;
+  try {
+    probed = render([...messages.slice(0, index + 1), { role: 'user', content: PROBE_NEXT }], false);
+  } catch {
+    return undefined;
+  }
+  const at = probed.lastIndexOf(`${shape.closing}${shape.userHeader}${PROBE_NEXT}`);
+  if (at < 0 || !context.startsWith(probed.slice(0, at + shape.closing.length))) return undefined;
+  return at;
+}
