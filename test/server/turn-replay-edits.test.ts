@@ -4,8 +4,7 @@
 // never saw the conversations (see turn-replay.test.ts for the hybrid model's one re-prefilled token).
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/index.js';
-import { createServer } from '../../src/server/index.js';
-import { BUDGET, CHAT_TOOLS, Harness, assistant, concat, result, type Json } from './turn-replay-fixtures.js';
+import { BUDGET, CHAT_TOOLS, Harness, asTenant, assistant, concat, result, type Json } from './turn-replay-fixtures.js';
 
 describe('whole-turn replay of changed histories (zoo qwen35)', () => {
   const h = Harness.setup({ cold: true });
@@ -68,13 +67,14 @@ describe('whole-turn replay of changed histories (zoo qwen35)', () => {
         { role: 'tool', toolCallId: first.call.id, content: result(0) },
         { role: 'user', content: 'Now the other file.' },
       ];
-      const second = await h.chatCall(messages, keep ? { 'x-llamux-keep-reasoning': 'true' } : {});
       const reused = first.r.usage.prompt_tokens + first.r.usage.completion_tokens - 1;
       if (!keep) {
-        expect(second.r.usage.prompt_tokens_details.cached_tokens).toBeLessThan(reused);
+        const second = await h.post('/v1/chat/completions', { model: 'q', messages, tools: CHAT_TOOLS, tool_choice: 'none', temperature: 0, max_tokens: 1 });
+        expect(second.usage.prompt_tokens_details.cached_tokens).toBeLessThan(reused);
         expect(await h.turnMetric('dropped')).toBe(dropped + 1);
         continue;
       }
+      const second = await h.chatCall(messages, { 'x-llamux-keep-reasoning': 'true' });
       expect(second.r.usage.prompt_tokens).toBe(first.r.usage.prompt_tokens + first.r.usage.completion_tokens + h.afterLastCall(equivalent));
       expect(second.r.usage.prompt_tokens_details.cached_tokens).toBe(reused);
       // A third turn, after a tool result: both earlier turns stay as generated.
@@ -83,7 +83,7 @@ describe('whole-turn replay of changed histories (zoo qwen35)', () => {
         { role: 'tool', tool_call_id: second.call.id, content: result(1) },
       );
       equivalent.push(assistant(second.message.reasoning_content, null, { id: second.call.id, name: 'Read', arguments: second.call.function.arguments }), { role: 'tool', toolCallId: second.call.id, content: result(1) });
-      const third = await h.post('/v1/chat/completions', { model: 'q', messages, tools: CHAT_TOOLS, tool_choice: 'required', parallel_tool_calls: false, temperature: 0, max_tokens: 200, reasoning_budget: BUDGET, keep_reasoning: true });
+      const third = await h.post('/v1/chat/completions', { model: 'q', messages, tools: CHAT_TOOLS, tool_choice: 'none', temperature: 0, max_tokens: 1, keep_reasoning: true });
       expect(third.usage.prompt_tokens).toBe(second.r.usage.prompt_tokens + second.r.usage.completion_tokens + h.afterLastCall(equivalent));
       expect(third.usage.prompt_tokens_details.cached_tokens).toBe(second.r.usage.prompt_tokens + second.r.usage.completion_tokens - 1);
     }
@@ -115,26 +115,22 @@ describe('whole-turn replay of changed histories (zoo qwen35)', () => {
   });
 
   it('a turn generated for one tenant is never replayed into another tenant’s prompt', async () => {
-    const server = await createServer({ model: h.model, port: 0, ctx: 4096, parallel: 2, threads: 1, apiKey: 'k', isolateTenants: true, log: () => {} });
-    try {
-      const as = (tenant: string) => ({ authorization: 'Bearer k', 'x-llamux-tenant': tenant, 'x-llamux-conversation': 'same' });
-      const messages = h.start('tenants');
-      const first = await h.chatCall(messages, as('alice'), {}, server);
-      const { message: m, call } = first;
-      messages.push({ role: 'assistant', content: null, reasoning_content: m.reasoning_content, tool_calls: m.tool_calls }, { role: 'tool', tool_call_id: call.id, content: result(0) });
-      const equivalent: ChatMessage[] = [...h.startEquivalent(), assistant(m.reasoning_content, null, { id: call.id, name: call.function.name, arguments: call.function.arguments }), { role: 'tool', toolCallId: call.id, content: result(0) }];
-      const prefix = h.render(h.startEquivalent());
-      const text = h.render(equivalent);
-      const theirs = await h.chatCall(messages, as('bob'), {}, server);
-      // Bob's prompt is the template's rendering of the turn (its exact tokens are Alice's), and
-      // nothing of Alice's KV is reused.
-      expect(theirs.r.usage.prompt_tokens).toBe(h.tokenize(prefix, true).length + h.tokenize(text.slice(prefix.length)).length);
-      expect(theirs.r.usage.prompt_tokens_details.cached_tokens).toBe(0);
-      const mine = await h.chatCall(messages, as('alice'), {}, server);
-      expect(mine.r.usage.prompt_tokens).toBe(first.r.usage.prompt_tokens + first.r.usage.completion_tokens + h.afterLastCall(equivalent));
-      expect(mine.r.usage.prompt_tokens_details.cached_tokens).toBe(first.r.usage.prompt_tokens + first.r.usage.completion_tokens - 1);
-    } finally {
-      await server.close();
-    }
+    const server = h.cold;
+    const messages = h.start('tenants');
+    const first = await h.chatCall(messages, asTenant('alice', 'same'), {}, server);
+    const { message: m, call } = first;
+    messages.push({ role: 'assistant', content: null, reasoning_content: m.reasoning_content, tool_calls: m.tool_calls }, { role: 'tool', tool_call_id: call.id, content: result(0) });
+    const equivalent: ChatMessage[] = [...h.startEquivalent(), assistant(m.reasoning_content, null, { id: call.id, name: call.function.name, arguments: call.function.arguments }), { role: 'tool', toolCallId: call.id, content: result(0) }];
+    const prefix = h.render(h.startEquivalent());
+    const text = h.render(equivalent);
+    const measure = { tool_choice: 'none', max_tokens: 1 };
+    const theirs = await h.chatCall(messages, asTenant('bob', 'same'), measure, server);
+    // Bob's prompt is the template's rendering of the turn (its exact tokens are Alice's), and
+    // nothing of Alice's KV is reused.
+    expect(theirs.r.usage.prompt_tokens).toBe(h.tokenize(prefix, true).length + h.tokenize(text.slice(prefix.length)).length);
+    expect(theirs.r.usage.prompt_tokens_details.cached_tokens).toBe(0);
+    const mine = await h.chatCall(messages, asTenant('alice', 'same'), measure, server);
+    expect(mine.r.usage.prompt_tokens).toBe(first.r.usage.prompt_tokens + first.r.usage.completion_tokens + h.afterLastCall(equivalent));
+    expect(mine.r.usage.prompt_tokens_details.cached_tokens).toBe(first.r.usage.prompt_tokens + first.r.usage.completion_tokens - 1);
   });
 });

@@ -33,19 +33,22 @@ export class Harness {
   model!: Model;
   template!: ChatTemplate;
   server!: LlamuxServer;
-  /** A server whose KV never saw these conversations. */
+  /**
+   * A second server, in isolation mode (API key `k`, tenants by `x-llamux-tenant`): the tenant
+   * `cold` never sees these conversations' KV.
+   */
   cold!: LlamuxServer;
   #conversation = '';
 
   /** Registers the model and servers for the file's tests. */
-  static setup(options: { cold?: boolean; isolate?: boolean } = {}): Harness {
+  static setup(options: { cold?: boolean } = {}): Harness {
     const h = new Harness();
     beforeAll(async () => {
       const zoo = await zooModels(['qwen35']);
       h.model = await loadModel(zoo.qwen35.path);
       h.template = ChatTemplate.fromModel(h.model);
       h.server = await createServer({ model: h.model, port: 0, ctx: 4096, parallel: 2, threads: 1, storePath: join(tempDir('turn-replay'), 'store.sqlite'), log: () => {} });
-      if (options.cold) h.cold = await createServer({ model: h.model, port: 0, ctx: 4096, parallel: 1, threads: 1, log: () => {} });
+      if (options.cold) h.cold = await createServer({ model: h.model, port: 0, ctx: 4096, parallel: 2, threads: 1, apiKey: 'k', isolateTenants: true, log: () => {} });
     });
     afterAll(async () => {
       await h.server?.close();
@@ -105,18 +108,18 @@ export class Harness {
     return [{ role: 'system', content: SYSTEM }, { role: 'user', content: userFor(this.#conversation) }];
   }
 
-  /** A forced call after a reasoning budget, on chat completions. */
+  /** A forced call after a reasoning budget, on chat completions (`extra` may turn it into a measuring request: tool_choice none, a token). */
   async chatCall(messages: Json[], headers: Record<string, string> = {}, extra: Json = {}, on: LlamuxServer = this.server): Promise<{ r: Json; message: Json; call: Json }> {
     const r = await this.post('/v1/chat/completions', { model: 'q', messages, tools: CHAT_TOOLS, tool_choice: 'required', parallel_tool_calls: false, temperature: 0, max_tokens: 200, reasoning_budget: BUDGET, ...extra }, headers, on);
     const message = r.choices[0].message as Json;
-    expect(message.tool_calls).toHaveLength(1);
-    return { r, message, call: message.tool_calls[0] };
+    if (extra.tool_choice === undefined) expect(message.tool_calls).toHaveLength(1);
+    return { r, message, call: message.tool_calls?.[0] };
   }
 
   /** Greedy text of the cold server from these prompt tokens. */
   async coldText(tokens: ArrayLike<number>, maxTokens: number): Promise<string> {
     // every generated token's text (the completion's `text` leaves out a reasoning span the prompt opened)
-    const r = await this.post('/v1/completions', { model: 'q', prompt: Array.from(tokens), max_tokens: maxTokens, temperature: 0, logprobs: 1 }, {}, this.cold);
+    const r = await this.post('/v1/completions', { model: 'q', prompt: Array.from(tokens), max_tokens: maxTokens, temperature: 0, logprobs: 1 }, asTenant('cold'), this.cold);
     return (r.choices[0].logprobs.tokens as string[]).join('');
   }
 }
@@ -126,6 +129,13 @@ export const assistant = (reasoning: string, content: string | null, call: { id:
   content,
   ...(reasoning ? { reasoningContent: reasoning } : {}),
   toolCalls: [call],
+});
+
+/** The headers of a tenant of the `cold` server. */
+export const asTenant = (tenant: string, conversation?: string): Record<string, string> => ({
+  authorization: 'Bearer k',
+  'x-llamux-tenant': tenant,
+  ...(conversation !== undefined ? { 'x-llamux-conversation': conversation } : {}),
 });
 
 export const concat = (...parts: ArrayLike<number>[]): number[] => parts.flatMap((p) => Array.from(p));

@@ -10,7 +10,7 @@
 // prefilled again.
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/index.js';
-import { Harness, SYSTEM, TOOLS, assistant, result, userFor, type Json, type Measured } from './turn-replay-fixtures.js';
+import { CHAT_TOOLS, Harness, SYSTEM, TOOLS, assistant, result, userFor, type Json, type Measured } from './turn-replay-fixtures.js';
 
 describe('whole-turn replay in the agent client shapes (zoo qwen35)', () => {
   const h = Harness.setup();
@@ -24,13 +24,16 @@ describe('whole-turn replay in the agent client shapes (zoo qwen35)', () => {
     const replayed = await h.turnMetric('replayed');
     for (let k = 0; k < 3; k++) {
       if (k > 0) after.push(h.afterLastCall(equivalent, { enable_thinking: true }));
+      // the last turn only measures its prompt
+      const last = k === 2;
       const r = await h.post(
         '/v1/messages',
-        { model: 'q', max_tokens: 200, system: [{ type: 'text', text: SYSTEM }], tools, tool_choice: { type: 'any', disable_parallel_tool_use: true }, thinking: { type: 'enabled', budget_tokens: 6 }, messages, temperature: 0 },
+        { model: 'q', max_tokens: last ? 1 : 200, system: [{ type: 'text', text: SYSTEM }], tools, tool_choice: { type: 'any', disable_parallel_tool_use: true }, thinking: { type: 'enabled', budget_tokens: 6 }, messages, temperature: 0 },
         { 'anthropic-version': '2023-06-01' },
       );
       const u = r.usage as Json;
       turns.push({ prompt: u.input_tokens + u.cache_read_input_tokens + (u.cache_creation_input_tokens ?? 0), cached: u.cache_read_input_tokens, generated: u.output_tokens });
+      if (last) break;
       const blocks = r.content as Json[];
       expect(blocks.map((b) => b.type)).toEqual(['thinking', 'tool_use']);
       const [thinking, use] = blocks as [Json, Json];
@@ -55,12 +58,14 @@ describe('whole-turn replay in the agent client shapes (zoo qwen35)', () => {
     let pending: Json[] = history.slice();
     for (let k = 0; k < 3; k++) {
       if (k > 0) after.push(h.afterLastCall(equivalent));
+      const last = k === 2;
       const r = await h.post('/v1/responses', {
         model: 'q', instructions: SYSTEM, input: full ? history : pending, tools, tool_choice: 'required', parallel_tool_calls: false,
-        max_output_tokens: 200, temperature: 0, reasoning_budget: 6, store: !full, ...(previous && !full ? { previous_response_id: previous } : {}),
+        max_output_tokens: last ? 1 : 200, temperature: 0, reasoning_budget: 6, store: !full, ...(previous && !full ? { previous_response_id: previous } : {}),
       });
       const u = r.usage as Json;
       turns.push({ prompt: u.input_tokens, cached: u.input_tokens_details.cached_tokens, generated: u.output_tokens });
+      if (last) break;
       previous = r.id as string;
       const output = r.output as Json[];
       expect(output.map((o) => o.type)).toEqual(['reasoning', 'function_call']);
@@ -88,14 +93,14 @@ describe('whole-turn replay in the agent client shapes (zoo qwen35)', () => {
     const changed = await h.turnMetric('changed');
     const turn1Text = h.render(h.startEquivalent());
     messages.push({ role: 'assistant', content: null, tool_calls: first.message.tool_calls }, { role: 'tool', tool_call_id: first.call.id, content: result(0) });
-    const second = await h.chatCall(messages);
+    const second = await h.post('/v1/chat/completions', { model: 'q', messages, tools: CHAT_TOOLS, tool_choice: 'none', temperature: 0, max_tokens: 1 });
     // The history departs from what the model wrote where its reasoning was: the template's text
     // from there on, tokenized from the end of the previous prompt.
     const text = h.render([...h.startEquivalent(), { role: 'assistant', content: null, toolCalls: [{ id: first.call.id, name: 'Read', arguments: first.call.function.arguments }] }, { role: 'tool', toolCallId: first.call.id, content: result(0) }]);
     expect(text.startsWith(turn1Text)).toBe(true);
-    expect(second.r.usage.prompt_tokens).toBe(first.r.usage.prompt_tokens + h.tokenize(text.slice(turn1Text.length)).length);
+    expect(second.usage.prompt_tokens).toBe(first.r.usage.prompt_tokens + h.tokenize(text.slice(turn1Text.length)).length);
     // the checkpoint before the previous prompt's last token
-    expect(second.r.usage.prompt_tokens_details.cached_tokens).toBe(first.r.usage.prompt_tokens - 1);
+    expect(second.usage.prompt_tokens_details.cached_tokens).toBe(first.r.usage.prompt_tokens - 1);
     expect(await h.turnMetric('changed')).toBe(changed + 1);
   });
 });
