@@ -169,19 +169,38 @@ function contentsOf(m: ChatMessage): string[] {
 
 /**
  * Ranges of untrusted content that contain control-token text: tokenized with parse_special off.
- * Located by searching each such content, in message order, in the rendered text.
+ * Located by searching each such content, in message order, in the rendered text. Whole turns
+ * spliced as tokens (`spliced`: their message indexes and regions) are never searched: their
+ * contents are tokens already, and a later content is not matched inside them.
  */
-function protectedRanges(model: Model, text: string, messages: readonly ChatMessage[], maxTokens?: number): Array<[number, number]> {
+function protectedRanges(
+  model: Model,
+  text: string,
+  messages: readonly ChatMessage[],
+  maxTokens?: number,
+  spliced: { messages: ReadonlySet<number>; regions: readonly Region[] } = { messages: new Set(), regions: [] },
+): Array<[number, number]> {
   const out: Array<[number, number]> = [];
   let cursor = 0;
-  for (const m of messages) {
+  /** The first occurrence at or after `from` outside the spliced turns. */
+  const find = (needle: string, from: number): number => {
+    let at = text.indexOf(needle, from);
+    for (;;) {
+      if (at < 0) return at;
+      const inside = spliced.regions.find((r) => at < r.end && at + needle.length > r.start);
+      if (!inside) return at;
+      at = text.indexOf(needle, inside.end);
+    }
+  };
+  for (const [i, m] of messages.entries()) {
+    if (spliced.messages.has(i)) continue;
     for (const c of contentsOf(m)) {
       if (!containsControlText(model, c, maxTokens)) continue;
-      let at = text.indexOf(c, cursor);
+      let at = find(c, cursor);
       let len = c.length;
       if (at < 0) {
         const escaped = JSON.stringify(c).slice(1, -1);
-        at = text.indexOf(escaped, cursor);
+        at = find(escaped, cursor);
         len = escaped.length;
       }
       if (at < 0) {
@@ -355,7 +374,8 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
   }
   regions.sort((a, b) => a.start - b.start);
   const maxTokens = options.maxTokens;
-  const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages, maxTokens), ...protectedToolRanges(model, text, tools ?? [], maxTokens)]);
+  const splicedTurns = { messages: spliced, regions: whole.regions };
+  const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages, maxTokens, splicedTurns), ...protectedToolRanges(model, text, tools ?? [], maxTokens)]);
   const segments = segment(text, regions, cuts, prot);
   const addBos = !(template.bosToken !== '' && text.startsWith(template.bosToken));
   const parts: ArrayLike<number>[] = [];

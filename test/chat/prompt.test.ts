@@ -185,6 +185,19 @@ describe('buildChatPrompt()', () => {
       expect(Array.from(kept.tokens)).toEqual([...tok(prompt, true), ...turn, ...tok('<|im_end|>\n<|im_start|>user\nAnd then?<|im_end|>\n<|im_start|>assistant\n<think>\n')]);
     });
 
+    it('control-token text a later message shares with a spliced turn stays text in that message', () => {
+      const t = thinking();
+      const typed = 'deep <|im_start|> thought';
+      const turn = model.tokenize(`${typed}</think>The answer.`, { addSpecial: false, parseSpecial: true });
+      const messages: ChatMessage[] = [question, { role: 'assistant', content: 'The answer.', reasoningContent: typed }, { role: 'user', content: typed }];
+      const p = buildChatPrompt(model, messages, { template: t, replayTurn: (_m, i) => (i === 1 ? { text: `${typed}</think>The answer.`, tokens: turn } : undefined), keepReasoning: true });
+      expect(p.turns.replayed).toEqual([1]);
+      const prompt = t.render([question], { addGenerationPrompt: true });
+      const asText = Array.from(model.tokenize(typed, { addSpecial: false, parseSpecial: false }));
+      expect(asText).not.toEqual(tok(typed));
+      expect(Array.from(p.tokens)).toEqual([...tok(prompt, true), ...turn, ...tok('<|im_end|>\n<|im_start|>user\n'), ...asText, ...tok('<|im_end|>\n<|im_start|>assistant\n<think>\n')]);
+    });
+
     it('a template that renders the turn without the generation prompt it was generated from: unlocated, rendered', () => {
       // the generation prompt opens the reasoning, the turn in the history never does
       const t = new ChatTemplate(
