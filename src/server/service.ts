@@ -223,12 +223,9 @@ export class ChatService {
     const scope = this.#scope(tenant);
     for (let i = messages.length - 1; i >= 0; i--) {
       const m = messages[i]!;
-      if (m.role !== 'assistant') continue;
-      if (!m.toolCalls || m.toolCalls.length === 0) {
-        const t = this.#storedTurn(m, tenant);
-        if (t) return t.conversation.slice(scope.length);
-        continue;
-      }
+      // Plain answers do not route: the same short answer ("Done.") in many conversations
+      // would pull them all onto one session.
+      if (m.role !== 'assistant' || !m.toolCalls) continue;
       for (let j = m.toolCalls.length - 1; j >= 0; j--) {
         const s = this.store.get(m.toolCalls[j]!.id);
         if (s && s.model === this.fingerprint && this.#sameTenant(s, tenant)) return s.conversation.slice(scope.length);
