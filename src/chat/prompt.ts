@@ -5,7 +5,7 @@ import type { Context } from '../engine/context.js';
 import { LlamuxError, isLlamuxError } from '../errors.js';
 import { TokenAttribute, type Model } from '../model/model.js';
 import type { ChatTemplate } from './template.js';
-import { bodyEndIn, renderer, turnBounds, turnShape, type Render, type TurnBounds, type TurnReplay, type TurnShape } from './turn-replay.js';
+import { bodyEndIn, locateTurns, renderer, turnBounds, turnShape, type Render, type TurnBounds, type TurnReplay, type TurnShape } from './turn-replay.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from './types.js';
 
 /** What llamux knows of a tool call the model generated: its exact span. */
@@ -431,31 +431,42 @@ function wholeTurns(messages: readonly ChatMessage[], rendered: string, options:
   const shape = replayTurn ? turnShape(template, options.variables) : undefined;
   if (!replayTurn) return out;
   const render = renderer(template, options.tools, options.variables);
-  const candidates: TurnCandidate[] = [];
+  const turns = new Map<number, TurnReplay>();
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i]!;
     if (m.role !== 'assistant') continue;
     const turn = replayTurn(m, i);
-    if (!turn) continue;
-    const bounds = shape ? turnBounds(render, shape, messages, i) : undefined;
-    if (!bounds) out.turns.unlocated.push(i);
-    else candidates.push({ index: i, bounds, turn });
+    if (turn) turns.set(i, turn);
   }
-  if (candidates.length === 0) return out;
+  if (turns.size === 0) return out;
+  if (!shape) {
+    out.turns.unlocated.push(...turns.keys());
+    return out;
+  }
   if (options.keepReasoning) {
-    const composed = compose(render, shape!, messages, candidates, rendered);
-    if (composed) return { ...composed, turns: { ...out.turns, replayed: candidates.map((c) => c.index) } };
-  }
-  for (const c of candidates) {
-    // The template renders the turn differently once later messages follow (a later user
-    // message drops earlier reasoning): the prompt departs from the KV there anyway.
-    if (!rendered.startsWith(c.bounds.rendered)) {
-      out.turns.dropped.push(c.index);
-      continue;
+    const candidates: TurnCandidate[] = [];
+    const unlocated: number[] = [];
+    for (const [index, turn] of turns) {
+      const bounds = turnBounds(render, shape, messages, index);
+      if (bounds) candidates.push({ index, bounds, turn });
+      else unlocated.push(index);
     }
-    out.cuts.push(c.bounds.prompt.length);
-    out.regions.push({ start: c.bounds.prompt.length, end: c.bounds.bodyEnd, tokens: c.turn.tokens });
-    out.turns.replayed.push(c.index);
+    const composed = candidates.length ? compose(render, shape, messages, candidates, rendered) : undefined;
+    if (composed) return { ...composed, turns: { replayed: candidates.map((c) => c.index), unlocated, dropped: [] } };
+  }
+  const located = locateTurns(template, render, shape, { tools: options.tools, variables: options.variables }, messages, [...turns.keys()], rendered);
+  for (const [index, turn] of turns) {
+    const at = located.get(index)!;
+    if (at === 'unlocated') out.turns.unlocated.push(index);
+    else if (at === 'elsewhere') {
+      // The template renders the turn differently once later messages follow (a later user
+      // message drops earlier reasoning): the prompt departs from the KV there anyway.
+      out.turns.dropped.push(index);
+    } else {
+      out.cuts.push(at.promptLength);
+      out.regions.push({ start: at.promptLength, end: at.bodyEnd, tokens: turn.tokens });
+      out.turns.replayed.push(index);
+    }
   }
   return out;
 }

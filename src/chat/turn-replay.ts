@@ -4,6 +4,7 @@
 // depart from the KV at the turn's start. Where the template renders the turn as
 // `<prompt it was generated from><body><closing>`, the body is replaced by the exact generated
 // tokens: the next prompt then extends the previous prompt and its generated tokens.
+import { createHash, type Hash } from 'node:crypto';
 import type { ChatTemplate } from './template.js';
 import type { ChatMessage, ChatToolDefinition } from './types.js';
 
@@ -119,4 +120,75 @@ export function bodyEndIn(render: Render, shape: TurnShape, messages: readonly C
   const at = probed.lastIndexOf(`${shape.closing}${shape.userHeader}${PROBE_NEXT}`);
   if (at < 0 || !context.startsWith(probed.slice(0, at + shape.closing.length))) return undefined;
   return at;
+}
+
+/** Where a turn sits, as lengths in the rendering of the conversation up to and including it. */
+interface TurnSpan {
+  promptLength: number;
+  bodyEnd: number;
+  renderedLength: number;
+  /** SHA-256 of that rendering: the whole prompt must start with it. */
+  renderedDigest: string;
+}
+
+const MAX_CACHED_SPANS = 50_000;
+const spanCache = new WeakMap<ChatTemplate, Map<string, TurnSpan | null>>();
+
+const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+/**
+ * The turns at `indexes` located in `text` (the template's rendering of the whole conversation):
+ * their prompt length and body end where the whole prompt starts with the turn's own rendering;
+ * `unlocated` where the template does not render it as its prompt, a body and a closing;
+ * `elsewhere` where it renders it differently in this conversation. Each turn's bounds take two
+ * renderings of the conversation up to it; they are cached (as lengths and a digest) under a hash
+ * of everything the rendering depends on, so a conversation that grows turn by turn renders only
+ * its newest turns.
+ */
+export function locateTurns(
+  template: ChatTemplate,
+  render: Render,
+  shape: TurnShape,
+  context: { tools: unknown; variables: unknown },
+  messages: readonly ChatMessage[],
+  indexes: readonly number[],
+  text: string,
+): Map<number, { promptLength: number; bodyEnd: number } | 'unlocated' | 'elsewhere'> {
+  let cache = spanCache.get(template);
+  if (!cache) {
+    cache = new Map();
+    spanCache.set(template, cache);
+  }
+  const out = new Map<number, { promptLength: number; bodyEnd: number } | 'unlocated' | 'elsewhere'>();
+  const wanted = new Set(indexes);
+  const spans: Array<{ index: number; span: TurnSpan }> = [];
+  let key = sha256(JSON.stringify([context.tools ?? null, context.variables ?? null]));
+  const last = Math.max(-1, ...indexes);
+  for (let i = 0; i <= last; i++) {
+    key = sha256(`${key}\u0000${JSON.stringify(messages[i])}`);
+    if (!wanted.has(i)) continue;
+    let span = cache.get(key);
+    if (span === undefined) {
+      const b = turnBounds(render, shape, messages, i);
+      span = b ? { promptLength: b.prompt.length, bodyEnd: b.bodyEnd, renderedLength: b.rendered.length, renderedDigest: sha256(b.rendered) } : null;
+      cache.set(key, span);
+      if (cache.size > MAX_CACHED_SPANS) cache.delete(cache.keys().next().value as string);
+    }
+    if (span === null) out.set(i, 'unlocated');
+    else spans.push({ index: i, span });
+  }
+  // One pass over the text: the digest of each prefix a turn's rendering must equal.
+  spans.sort((a, b) => a.span.renderedLength - b.span.renderedLength);
+  const hash: Hash = createHash('sha256');
+  let hashed = 0;
+  for (const { index, span } of spans) {
+    if (span.renderedLength > text.length) {
+      out.set(index, 'elsewhere');
+      continue;
+    }
+    hash.update(text.slice(hashed, span.renderedLength));
+    hashed = span.renderedLength;
+    out.set(index, hash.copy().digest('hex') === span.renderedDigest ? { promptLength: span.promptLength, bodyEnd: span.bodyEnd } : 'elsewhere');
+  }
+  return out;
 }
