@@ -5,7 +5,7 @@ import type { Context } from '../engine/context.js';
 import { LlamuxError, isLlamuxError } from '../errors.js';
 import { TokenAttribute, type Model } from '../model/model.js';
 import type { ChatTemplate } from './template.js';
-import { bodyEndIn, locateTurns, renderer, turnBounds, turnShape, type Render, type TurnBounds, type TurnReplay, type TurnShape } from './turn-replay.js';
+import { composeTurns, locateTurns, renderer, turnShape, type TurnReplay } from './turn-replay.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from './types.js';
 
 /** What llamux knows of a tool call the model generated: its exact span. */
@@ -418,12 +418,6 @@ interface WholeTurns {
   turns: ChatPrompt['turns'];
 }
 
-interface TurnCandidate {
-  index: number;
-  bounds: TurnBounds;
-  turn: TurnReplay;
-}
-
 /** The whole assistant turns spliced into the prompt (see BuildChatPromptOptions.replayTurn). */
 function wholeTurns(messages: readonly ChatMessage[], rendered: string, options: BuildChatPromptOptions): WholeTurns {
   const out: WholeTurns = { text: rendered, regions: [], cuts: [], turns: { replayed: [], unlocated: [], dropped: [] } };
@@ -444,15 +438,8 @@ function wholeTurns(messages: readonly ChatMessage[], rendered: string, options:
     return out;
   }
   if (options.keepReasoning) {
-    const candidates: TurnCandidate[] = [];
-    const unlocated: number[] = [];
-    for (const [index, turn] of turns) {
-      const bounds = turnBounds(render, shape, messages, index);
-      if (bounds) candidates.push({ index, bounds, turn });
-      else unlocated.push(index);
-    }
-    const composed = candidates.length ? compose(render, shape, messages, candidates, rendered) : undefined;
-    if (composed) return { ...composed, turns: { replayed: candidates.map((c) => c.index), unlocated, dropped: [] } };
+    const composed = composeTurns(template, render, shape, { tools: options.tools, variables: options.variables }, messages, turns, rendered);
+    if (composed) return { text: composed.text, regions: composed.regions, cuts: composed.cuts, turns: { replayed: composed.replayed, unlocated: composed.unlocated, dropped: [] } };
   }
   const located = locateTurns(template, render, shape, { tools: options.tools, variables: options.variables }, messages, [...turns.keys()], rendered);
   for (const [index, turn] of turns) {
@@ -469,36 +456,6 @@ function wholeTurns(messages: readonly ChatMessage[], rendered: string, options:
     }
   }
   return out;
-}
-
-/**
- * keepReasoning: the prompt as the conversation grew, each replayed turn as generated right after
- * the prompt it was generated from, then what the template renders after the turn's body in the
- * next turn's prompt (or in the whole conversation, after the last one). Undefined when a turn's
- * end cannot be located in the rendering that follows it.
- */
-function compose(render: Render, shape: TurnShape, messages: readonly ChatMessage[], candidates: TurnCandidate[], rendered: string): Omit<WholeTurns, 'turns'> | undefined {
-  let text = '';
-  const regions: Region[] = [];
-  const cuts: number[] = [];
-  let prev: TurnCandidate | undefined;
-  const after = (context: string): string | undefined => {
-    if (!prev) return context;
-    const end = bodyEndIn(render, shape, messages, prev.index, prev.bounds, context);
-    return end === undefined ? undefined : context.slice(end);
-  };
-  for (const c of candidates) {
-    const head = after(c.bounds.prompt);
-    if (head === undefined) return undefined;
-    text += head;
-    cuts.push(text.length);
-    regions.push({ start: text.length, end: text.length + c.turn.text.length, tokens: c.turn.tokens });
-    text += c.turn.text;
-    prev = c;
-  }
-  const tail = after(rendered);
-  if (tail === undefined) return undefined;
-  return { text: text + tail, regions, cuts };
 }
 
 function concatTokens(a: ArrayLike<number>, b: ArrayLike<number>): Int32Array {

@@ -192,3 +192,88 @@ export function locateTurns(
   }
   return out;
 }
+
+/** A composed prompt: text, the turns' token regions in it, and where the text is cut. */
+export interface ComposedTurns {
+  text: string;
+  regions: Array<{ start: number; end: number; tokens: ArrayLike<number> }>;
+  cuts: number[];
+  replayed: number[];
+  unlocated: number[];
+}
+
+const MAX_CACHED_HEADS = 50_000;
+const MAX_CACHED_HEAD_CHARS = 64 * 1024 * 1024;
+const headCache = new WeakMap<ChatTemplate, { map: Map<string, string | 'unlocated' | 'fail'>; chars: number }>();
+
+/**
+ * keepReasoning: the prompt as the conversation grew. Each replayed turn comes as generated right
+ * after the prompt it was generated from, preceded by what the template rendered after the
+ * previous replayed turn's body in that prompt (its "head"); the text after the last one comes
+ * from the whole conversation's rendering. Heads are cached under a hash of the conversation up
+ * to their turn, so a growing conversation renders only its newest turns. Undefined when no turn
+ * can be composed or a turn's end cannot be located in what follows it.
+ */
+export function composeTurns(
+  template: ChatTemplate,
+  render: Render,
+  shape: TurnShape,
+  context: { tools: unknown; variables: unknown },
+  messages: readonly ChatMessage[],
+  turns: ReadonlyMap<number, TurnReplay>,
+  rendered: string,
+): ComposedTurns | undefined {
+  let cache = headCache.get(template);
+  if (!cache) {
+    cache = { map: new Map(), chars: 0 };
+    headCache.set(template, cache);
+  }
+  const indexes = [...turns.keys()].sort((a, b) => a - b);
+  const keys: string[] = [sha256(JSON.stringify([context.tools ?? null, context.variables ?? null]))];
+  for (let i = 0; i <= indexes[indexes.length - 1]!; i++) keys.push(sha256(`${keys[i]}\u0000${JSON.stringify(messages[i])}`));
+  const bounds = new Map<number, TurnBounds | undefined>();
+  const boundsOf = (index: number): TurnBounds | undefined => {
+    if (!bounds.has(index)) bounds.set(index, turnBounds(render, shape, messages, index));
+    return bounds.get(index);
+  };
+  const out: ComposedTurns = { text: '', regions: [], cuts: [], replayed: [], unlocated: [] };
+  let prev: number | undefined;
+  for (const index of indexes) {
+    const key = `${keys[index + 1]}:${prev ?? -1}`;
+    let head = cache.map.get(key);
+    if (head === undefined) {
+      const b = boundsOf(index);
+      if (!b) head = 'unlocated';
+      else if (prev === undefined) head = b.prompt;
+      else {
+        const end = bodyEndIn(render, shape, messages, prev, boundsOf(prev)!, b.prompt);
+        head = end === undefined ? 'fail' : b.prompt.slice(end);
+      }
+      cache.map.set(key, head);
+      cache.chars += head.length;
+      while (cache.map.size > MAX_CACHED_HEADS || cache.chars > MAX_CACHED_HEAD_CHARS) {
+        const [oldest, value] = cache.map.entries().next().value as [string, string];
+        cache.map.delete(oldest);
+        cache.chars -= value.length;
+      }
+    }
+    if (head === 'unlocated') {
+      out.unlocated.push(index);
+      continue;
+    }
+    if (head === 'fail') return undefined;
+    const turn = turns.get(index)!;
+    out.text += head;
+    out.cuts.push(out.text.length);
+    out.regions.push({ start: out.text.length, end: out.text.length + turn.text.length, tokens: turn.tokens });
+    out.text += turn.text;
+    out.replayed.push(index);
+    prev = index;
+  }
+  if (prev === undefined) return undefined;
+  const b = boundsOf(prev);
+  const end = b ? bodyEndIn(render, shape, messages, prev, b, rendered) : undefined;
+  if (end === undefined) return undefined;
+  out.text += rendered.slice(end);
+  return out;
+}
