@@ -89,6 +89,16 @@ describe('whole-turn replay of changed histories (zoo qwen35)', () => {
     }
   });
 
+  it('an x-llamux-keep-reasoning header other than true or false is a 400', async () => {
+    const r = await fetch(`${h.server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-llamux-keep-reasoning': 'yes' },
+      body: JSON.stringify({ model: 'q', messages: h.start('bad-header'), max_tokens: 1 }),
+    });
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as Json).error.message).toMatch(/x-llamux-keep-reasoning/);
+  });
+
   it('plain answers (no calls) are known by their text: with keep_reasoning each user turn extends the previous prompt and answer', async () => {
     const messages: Json[] = [{ role: 'user', content: 'Answer with a JSON object.' }];
     const format = { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'object', properties: { a: { enum: ['x', 'y'] } }, required: ['a'], additionalProperties: false } } };
