@@ -191,6 +191,7 @@ export type { ChatTemplateOptions, RenderChatOptions } from './chat/template.js'
 export { buildChatPrompt, markerTexts } from './chat/prompt.js';
 export { buildChatPromptWithMedia, hasChatMedia } from './chat/media.js';
 export type { BuildChatPromptOptions, ChatPrompt, MarkerTexts, ReplaySpan } from './chat/prompt.js';
+export type { TurnReplay } from './chat/turn-replay.js';
 export { parseToolCallSpan, newToolCallId, argumentsObject } from './chat/tool-calls.js';
 export type { SpanToolCall } from './chat/tool-calls.js';
 export { ChatContentPartSchema, ChatMessageSchema, ChatMessagesSchema, ChatToolCallSchema, ChatToolDefinitionSchema } from './chat/types.js';

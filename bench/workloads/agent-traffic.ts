@@ -415,15 +415,21 @@ function toChatMessage(m: ChatMsg): ChatMessage {
 
 /**
  * Tokens of request k that no cache can hold, rendered on the client with the model's template:
- * where the client sends the assistant turns back as generated, what it added after the last one
- * (tool result, turn wrappers, the generation prompt); where it strips reasoning, everything
- * after the longest prefix shared with the previous request's prompt (the rewritten turn too).
+ * where the client sends the assistant turns back as generated, what follows the last one's body
+ * (the turn's closing, which the model did not write: a forced call ends the generation at
+ * `</tool_call>`; the tool result, turn wrappers, the generation prompt); where it strips
+ * reasoning, everything after the longest prefix shared with the previous request's prompt (the
+ * rewritten turn too).
  */
 export function newTokensPerTurn(model: Model, tools: Tool[], equivalents: ChatMsg[][], strips: boolean, variables?: Record<string, unknown>): number[] {
   const template = ChatTemplate.fromModel(model);
   const render = (msgs: ChatMsg[], addGenerationPrompt: boolean) =>
     buildChatPrompt(model, msgs.map(toChatMessage), { template, tools, addGenerationPrompt, ...(variables ? { variables } : {}) }).tokens;
   const prompts = equivalents.map((msgs) => render(msgs, true));
+  // What the template writes after an assistant turn's body (`<|im_end|>\n`), from a probe turn.
+  const probe = template.render([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'probeanswer' }], { addGenerationPrompt: false, ...(variables ? { variables } : {}) });
+  const closing = probe.slice(probe.lastIndexOf('probeanswer') + 'probeanswer'.length);
+  const closingTokens = model.tokenize(closing, { addSpecial: false, parseSpecial: true }).length;
   return prompts.map((p, k) => {
     if (k === 0) return p.length;
     if (strips) {
@@ -435,7 +441,7 @@ export function newTokensPerTurn(model: Model, tools: Tool[], equivalents: ChatM
     const msgs = equivalents[k]!;
     let last = msgs.length - 1;
     while (last >= 0 && msgs[last]!.role !== 'assistant') last--;
-    return p.length - render(msgs.slice(0, last + 1), false).length;
+    return p.length - render(msgs.slice(0, last + 1), false).length + closingTokens;
   });
 }
 

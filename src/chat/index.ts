@@ -15,6 +15,7 @@ export {
   type MarkerTexts,
   type ReplaySpan,
 } from './prompt.js';
+export type { TurnReplay } from './turn-replay.js';
 export { buildChatPromptWithMedia, hasChatMedia } from './media.js';
 export { parseToolCallSpan, newToolCallId, canonicalJson, argumentsObject, type SpanToolCall } from './tool-calls.js';
 export {

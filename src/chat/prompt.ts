@@ -5,6 +5,7 @@ import type { Context } from '../engine/context.js';
 import { LlamuxError, isLlamuxError } from '../errors.js';
 import { TokenAttribute, type Model } from '../model/model.js';
 import type { ChatTemplate } from './template.js';
+import { composeTurns, locateTurns, renderer, turnShape, type TurnReplay } from './turn-replay.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from './types.js';
 
 /** What llamux knows of a tool call the model generated: its exact span. */
@@ -38,6 +39,19 @@ export interface BuildChatPromptOptions {
   /** The stored span of a historical call, or undefined to render the call through the template. */
   replay?: (call: ChatToolCall, messageIndex: number) => ReplaySpan | undefined;
   /**
+   * The exact generated tokens of a whole historical assistant turn (the caller checked that the
+   * message is the turn as generated), or undefined. Spliced in place of the template's
+   * rendering of the turn's body where the template renders the turn as the prompt it was
+   * generated from, a body and a closing (src/chat/turn-replay.ts).
+   */
+  replayTurn?: (message: ChatMessage, messageIndex: number) => TurnReplay | undefined;
+  /**
+   * Keep replayed turns as generated even where the template would re-render them once a later
+   * user message follows (templates that drop earlier reasoning): a departure from the template
+   * that keeps the prompt an extension of the previous one.
+   */
+  keepReasoning?: boolean;
+  /**
    * Parse special-token text (e.g. `<|im_start|>`) inside message contents. Off by default: a
    * user who types a control token gets its characters, not the token. Template text is always
    * parsed.
@@ -65,8 +79,10 @@ export interface ChatPrompt {
   unlocated: string[];
   /** Ids of stored calls not spliced because their turn renders differently before them than it was generated. */
   rerendered: string[];
-  /** Tokens inserted verbatim (spans and preludes). */
+  /** Tokens inserted verbatim (spans, preludes and whole turns). */
   splicedTokens: number;
+  /** Whole-turn replay: indexes of the assistant messages spliced, not located, and re-rendered in context (dropped). */
+  turns: { replayed: number[]; unlocated: number[]; dropped: number[] };
 }
 
 type Segment = { kind: 'text'; text: string; parseSpecial: boolean } | { kind: 'tokens'; tokens: ArrayLike<number> };
@@ -153,19 +169,38 @@ function contentsOf(m: ChatMessage): string[] {
 
 /**
  * Ranges of untrusted content that contain control-token text: tokenized with parse_special off.
- * Located by searching each such content, in message order, in the rendered text.
+ * Located by searching each such content, in message order, in the rendered text. Whole turns
+ * spliced as tokens (`spliced`: their message indexes and regions) are never searched: their
+ * contents are tokens already, and a later content is not matched inside them.
  */
-function protectedRanges(model: Model, text: string, messages: readonly ChatMessage[], maxTokens?: number): Array<[number, number]> {
+function protectedRanges(
+  model: Model,
+  text: string,
+  messages: readonly ChatMessage[],
+  maxTokens?: number,
+  spliced: { messages: ReadonlySet<number>; regions: readonly Region[] } = { messages: new Set(), regions: [] },
+): Array<[number, number]> {
   const out: Array<[number, number]> = [];
   let cursor = 0;
-  for (const m of messages) {
+  /** The first occurrence at or after `from` outside the spliced turns. */
+  const find = (needle: string, from: number): number => {
+    let at = text.indexOf(needle, from);
+    for (;;) {
+      if (at < 0) return at;
+      const inside = spliced.regions.find((r) => at < r.end && at + needle.length > r.start);
+      if (!inside) return at;
+      at = text.indexOf(needle, inside.end);
+    }
+  };
+  for (const [i, m] of messages.entries()) {
+    if (spliced.messages.has(i)) continue;
     for (const c of contentsOf(m)) {
       if (!containsControlText(model, c, maxTokens)) continue;
-      let at = text.indexOf(c, cursor);
+      let at = find(c, cursor);
       let len = c.length;
       if (at < 0) {
         const escaped = JSON.stringify(c).slice(1, -1);
-        at = text.indexOf(escaped, cursor);
+        at = find(escaped, cursor);
         len = escaped.length;
       }
       if (at < 0) {
@@ -238,7 +273,7 @@ function mergeRanges(ranges: Array<[number, number]>): Array<[number, number]> {
 export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], options: BuildChatPromptOptions): ChatPrompt {
   const { template, tools, variables, markers, replay } = options;
   const addGen = options.addGenerationPrompt ?? true;
-  const text = template.renderUnchecked(messages, tools, addGen, variables);
+  const rendered = template.renderUnchecked(messages, tools, addGen, variables);
   const regions: Region[] = [];
   const cuts: number[] = [];
   const replayed: string[] = [];
@@ -247,9 +282,19 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
   const rerendered: string[] = [];
   let cursor = 0;
 
+  const whole = wholeTurns(messages, rendered, options);
+  const text = whole.text;
+  regions.push(...whole.regions);
+  cuts.push(...whole.cuts);
+  for (const i of whole.turns.replayed) {
+    const m = messages[i]!;
+    if (m.role === 'assistant') for (const c of m.toolCalls ?? []) replayed.push(c.id);
+  }
+  const spliced = new Set(whole.turns.replayed);
+
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i]!;
-    if (m.role !== 'assistant' || !m.toolCalls || m.toolCalls.length === 0) continue;
+    if (m.role !== 'assistant' || !m.toolCalls || m.toolCalls.length === 0 || spliced.has(i)) continue;
     const calls = m.toolCalls;
     const spans = calls.map((c) => (markers && replay ? replay(c, i) : undefined));
     for (let j = 0; j < calls.length; j++) if (!spans[j]) unknown.push(calls[j]!.id);
@@ -326,21 +371,22 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
       }
       regions.push({ start: at, end: at + placeholder.length, tokens: toks });
     }
-    regions.sort((a, b) => a.start - b.start);
   }
+  regions.sort((a, b) => a.start - b.start);
   const maxTokens = options.maxTokens;
-  const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages, maxTokens), ...protectedToolRanges(model, text, tools ?? [], maxTokens)]);
+  const splicedTurns = { messages: spliced, regions: whole.regions };
+  const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages, maxTokens, splicedTurns), ...protectedToolRanges(model, text, tools ?? [], maxTokens)]);
   const segments = segment(text, regions, cuts, prot);
   const addBos = !(template.bosToken !== '' && text.startsWith(template.bosToken));
   const parts: ArrayLike<number>[] = [];
   let total = 0;
-  let spliced = 0;
+  let splicedTokens = 0;
   let first = true;
   for (const seg of segments) {
     let toks: ArrayLike<number>;
     if (seg.kind === 'tokens') {
       toks = seg.tokens;
-      spliced += toks.length;
+      splicedTokens += toks.length;
     } else {
       // Past maxTokens the prompt cannot fit: stop there (CONTEXT_OVERFLOW).
       const left = maxTokens === undefined ? {} : { maxTokens: Math.max(1, maxTokens - total) };
@@ -361,7 +407,55 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     tokens.set(p, o);
     o += p.length;
   }
-  return { text, tokens, replayed, unknown, unlocated, rerendered, splicedTokens: spliced };
+  return { text, tokens, replayed, unknown, unlocated, rerendered, splicedTokens, turns: whole.turns };
+}
+
+interface WholeTurns {
+  /** The prompt text: the template's rendering, or (keepReasoning) the composition of the turns' prompts. */
+  text: string;
+  regions: Region[];
+  cuts: number[];
+  turns: ChatPrompt['turns'];
+}
+
+/** The whole assistant turns spliced into the prompt (see BuildChatPromptOptions.replayTurn). */
+function wholeTurns(messages: readonly ChatMessage[], rendered: string, options: BuildChatPromptOptions): WholeTurns {
+  const out: WholeTurns = { text: rendered, regions: [], cuts: [], turns: { replayed: [], unlocated: [], dropped: [] } };
+  const { replayTurn, template } = options;
+  const shape = replayTurn ? turnShape(template, options.variables) : undefined;
+  if (!replayTurn) return out;
+  const render = renderer(template, options.tools, options.variables);
+  const turns = new Map<number, TurnReplay>();
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]!;
+    if (m.role !== 'assistant') continue;
+    const turn = replayTurn(m, i);
+    if (turn) turns.set(i, turn);
+  }
+  if (turns.size === 0) return out;
+  if (!shape) {
+    out.turns.unlocated.push(...turns.keys());
+    return out;
+  }
+  if (options.keepReasoning) {
+    const composed = composeTurns(template, render, shape, { tools: options.tools, variables: options.variables }, messages, turns, rendered);
+    if (composed) return { text: composed.text, regions: composed.regions, cuts: composed.cuts, turns: { replayed: composed.replayed, unlocated: composed.unlocated, dropped: [] } };
+  }
+  const located = locateTurns(template, render, shape, { tools: options.tools, variables: options.variables }, messages, [...turns.keys()], rendered);
+  for (const [index, turn] of turns) {
+    const at = located.get(index)!;
+    if (at === 'unlocated') out.turns.unlocated.push(index);
+    else if (at === 'elsewhere') {
+      // The template renders the turn differently once later messages follow (a later user
+      // message drops earlier reasoning): the prompt departs from the KV there anyway.
+      out.turns.dropped.push(index);
+    } else {
+      out.cuts.push(at.promptLength);
+      out.regions.push({ start: at.promptLength, end: at.bodyEnd, tokens: turn.tokens });
+      out.turns.replayed.push(index);
+    }
+  }
+  return out;
 }
 
 function concatTokens(a: ArrayLike<number>, b: ArrayLike<number>): Int32Array {

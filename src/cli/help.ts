@@ -79,6 +79,9 @@ Options:
                             truncate-middle (drop its middle, report usage.truncated_tokens)
       --context-shift       A generation that fills its sequence keeps the request's n_keep
                             first tokens, drops the oldest half of the rest and goes on
+      --keep-reasoning      Keep the turns it generated as generated after a new user message,
+                            where the template drops earlier reasoning (reuses the KV; a
+                            departure from the template; per request: keep_reasoning)
       --tokenize-timeout MS Stop rendering and tokenizing one request after this (default 10000)
       --tokenize-workers N  Threads that render and tokenize prompts (default 2)
       --max-queued N        Requests waiting for a sequence before 503 (default 1024)

@@ -7,7 +7,7 @@ import { checkToolSchemas } from '../grammar/index.js';
 import { FinishReason } from '../engine/events.js';
 import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, sendJson, toHttpError, reportedError } from './http.js';
 import type { HandlerOptions } from './openai.js';
-import { conversationHeader, type ChatRequest, type ChatService, type ToolChoice, type Usage } from './service.js';
+import { conversationHeader, keepReasoningHeader, type ChatRequest, type ChatService, type ToolChoice, type Usage } from './service.js';
 
 const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
 const cacheControl = z.unknown().optional();
@@ -262,6 +262,7 @@ export async function handleMessages(
   checkBlocks(raw, service.model.capabilities.vision);
   const body = parseBody(MessagesRequestSchema, raw);
   const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
+  chatReq.keepReasoning = keepReasoningHeader(req.headers['x-llamux-keep-reasoning']);
   const prepared = await service.prepare(chatReq, signal);
   const headers: Record<string, string> = { 'x-llamux-conversation': prepared.conversationId };
   if (prepared.truncatedTokens > 0) headers['x-llamux-truncated-tokens'] = String(prepared.truncatedTokens);

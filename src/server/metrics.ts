@@ -73,6 +73,7 @@ export class ServerMetrics {
   readonly prefilledTokens = new Counter('llamux_prefilled_tokens_total', 'Prompt tokens decoded.');
   readonly cacheOutcomes = new Counter('llamux_cache_outcomes_total', 'Generations by the engine\'s cache outcome (exact, sticky, partial, restored, cold) and the tier the KV came from (live, shared, ram, disk, none).');
   readonly replay = new Counter('llamux_tool_call_replay_total', 'Historical tool calls by replay outcome (replayed: exact tokens spliced; unknown: id not stored or arguments changed; unlocated: stored but not found in the rendered prompt; rerendered: found, but its turn renders differently before it than it was generated, so it is tokenized as text).');
+  readonly turnReplay = new Counter('llamux_turn_replay_total', 'Historical assistant turns the server generated, by whole-turn replay outcome (replayed: the exact tokens of the whole turn spliced; changed: the client edited or stripped its reasoning, content or calls; unlocated: the template does not render it as its prompt, a body and a closing; dropped: the template renders it differently once a later user message follows (earlier reasoning dropped; see --keep-reasoning); invalid: the stored tokens failed validation).');
   readonly toolCalls = new Counter('llamux_tool_calls_total', 'Tool calls returned to clients.');
   readonly ttft = new Histogram('llamux_time_to_first_token_seconds', 'Time from submission to the first generated token.');
   inFlight = 0;
@@ -125,6 +126,7 @@ export class ServerMetrics {
       this.prefilledTokens.render(),
       this.cacheOutcomes.render(),
       this.replay.render(),
+      this.turnReplay.render(),
       this.toolCalls.render(),
       this.ttft.render(),
       '# HELP llamux_requests_in_flight Generations running or queued.',

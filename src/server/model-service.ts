@@ -34,6 +34,7 @@ export interface ModelServiceSettings {
   isolateTenants: boolean;
   overflow: 'error' | 'truncate-middle';
   contextShift: boolean;
+  keepReasoning: boolean;
   /** LoRA adapters of the model (--lora): paths, or { path, scale }. */
   lora?: Array<z.output<typeof ServerLoraSchema>>;
 }
@@ -102,6 +103,7 @@ export async function createModelService(
       isolateTenants: s.isolateTenants,
       overflow: s.overflow,
       contextShift: s.contextShift,
+      keepReasoning: s.keepReasoning,
       log: shared.log,
       adapters,
     });

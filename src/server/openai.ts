@@ -10,7 +10,7 @@ import { chatLogprobs } from './logprobs.js';
 import { nullable, samplingFields, samplingOptions } from './sampling-fields.js';
 import { FinishReason } from '../engine/events.js';
 import { HttpError, SseWriter, firstEventFirst, parseBody, readJson, sendJson, toHttpError, errorBody, reportedError } from './http.js';
-import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
+import { conversationHeader, keepReasoningHeader, type ChatRequest, type ChatService, type ServiceEvent, type ServiceToolCall, type ToolChoice, type Usage } from './service.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from '../json-limits.js';
 import { MAX_MEDIA_REDIRECTS, isRemoteUrl, resolveRemoteParts, type RemotePart } from './remote-media.js';
 
@@ -170,6 +170,8 @@ export const ChatCompletionRequestSchema = z
     reasoning_effort: nullable(z.string().min(1).max(32)),
     /** llamux: reasoning tokens allowed before the reasoning span's end marker is forced. */
     reasoning_budget: z.number().int().min(0).optional(),
+    /** llamux: keep this server's turns as generated after a new user message (--keep-reasoning). */
+    keep_reasoning: z.boolean().optional(),
   })
   .strict();
 type ChatCompletionRequest = z.output<typeof ChatCompletionRequestSchema>;
@@ -312,6 +314,7 @@ function toChatRequest(b: ChatCompletionRequest, conversation: string | undefine
     generate,
     ...(conversation !== undefined ? { conversationHeader: conversation } : {}),
     ...(b.prompt_cache_key != null ? { conversationHint: b.prompt_cache_key } : {}),
+    ...(b.keep_reasoning !== undefined ? { keepReasoning: b.keep_reasoning } : {}),
     ...(b.return_progress === true && b.stream === true ? { returnProgress: true } : {}),
     ...(tenant !== undefined ? { tenant } : {}),
     idPrefix: 'call_',
@@ -360,6 +363,7 @@ export async function handleChatCompletions(
   const body = parseBody(ChatCompletionRequestSchema, raw);
   if (o.remoteMediaTimeoutMs !== undefined) await fetchRemoteImages(body, service, o.remoteMediaTimeoutMs, signal);
   const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
+  chatReq.keepReasoning ??= keepReasoningHeader(req.headers['x-llamux-keep-reasoning']);
   Object.assign(chatReq.generate, service.adapters.options(body.lora));
   const prepared = await service.prepare(chatReq, signal);
   const headers: Record<string, string> = { 'x-llamux-conversation': prepared.conversationId };

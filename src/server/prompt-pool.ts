@@ -12,7 +12,8 @@
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { MarkerTexts, ReplaySpan } from '../chat/prompt.js';
+import type { ChatPrompt, MarkerTexts, ReplaySpan } from '../chat/prompt.js';
+import type { TurnReplay } from '../chat/turn-replay.js';
 import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { LlamuxError, type LlamuxErrorCode } from '../errors.js';
 import { HttpError } from './http.js';
@@ -26,6 +27,7 @@ export interface BuiltPrompt {
   unlocated: string[];
   rerendered: string[];
   splicedTokens: number;
+  turns: ChatPrompt['turns'];
 }
 
 export interface PromptPoolOptions extends PromptWorkerData {
@@ -173,8 +175,8 @@ export class PromptPool {
         const job = slot.job;
         if (!job || job.id !== m.id) return;
         if (m.type === 'result') {
-          const { tokens, replayed, unknown, unlocated, rerendered, splicedTokens } = m;
-          this.#finish(slot, (j) => j.resolve({ tokens, replayed, unknown, unlocated, rerendered, splicedTokens }));
+          const { tokens, replayed, unknown, unlocated, rerendered, splicedTokens, turns } = m;
+          this.#finish(slot, (j) => j.resolve({ tokens, replayed, unknown, unlocated, rerendered, splicedTokens, turns }));
         } else this.#finish(slot, (j) => j.reject(new LlamuxError(m.code as LlamuxErrorCode, m.message)));
         this.#pump();
       }
@@ -316,12 +318,13 @@ export class PromptPool {
     signal?: AbortSignal,
     variables?: Record<string, unknown>,
     media?: ReadonlyMap<string, Int32Array>,
+    whole?: { turns: Record<number, TurnReplay>; keepReasoning: boolean },
   ): Promise<BuiltPrompt> {
     if (this.#closed) return Promise.reject(new LlamuxError('DISPOSED', 'The server is closing'));
     return new Promise<BuiltPrompt>((resolve, reject) => {
       let size = 0;
       for (const m of messages) size += typeof m.content === 'string' ? m.content.length : 0;
-      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay, ...(variables ? { variables } : {}), ...(media && media.size ? { media: [...media] } : {}) }, resolve, reject };
+      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay, ...(variables ? { variables } : {}), ...(media && media.size ? { media: [...media] } : {}), ...(whole ? { turns: whole.turns, keepReasoning: whole.keepReasoning } : {}) }, resolve, reject };
       job.message.id = job.id;
       if (signal) {
         if (signal.aborted) {

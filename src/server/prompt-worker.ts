@@ -1,8 +1,9 @@
 // The inside of a prompt worker (see prompt-pool.ts): loads the model's vocabulary only, and
 // renders and tokenizes chat prompts off the server's event loop.
 import { parentPort, workerData } from 'node:worker_threads';
-import { buildChatPrompt, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
+import { buildChatPrompt, type ChatPrompt, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
 import { ChatTemplate } from '../chat/template.js';
+import type { TurnReplay } from '../chat/turn-replay.js';
 import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { native } from '../native/binding.js';
 import { isLlamuxError } from '../errors.js';
@@ -31,12 +32,16 @@ export interface PromptJobMessage {
   variables?: Record<string, unknown>;
   /** Media placeholders in the messages and their tokens (src/chat/media.ts prepareChatMedia). */
   media?: Array<[string, Int32Array]>;
+  /** Exact tokens of whole assistant turns, by message index. */
+  turns?: Record<number, TurnReplay>;
+  /** Keep replayed turns as generated after a new user message. */
+  keepReasoning?: boolean;
 }
 
 export type PromptWorkerReply =
   | { type: 'ready' }
   | { type: 'fatal'; message: string }
-  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; rerendered: string[]; splicedTokens: number }
+  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; rerendered: string[]; splicedTokens: number; turns: ChatPrompt['turns'] }
   | { type: 'error'; id: number; code: string; message: string };
 
 async function main(): Promise<void> {
@@ -69,10 +74,11 @@ async function main(): Promise<void> {
         ...(job.variables ? { variables: job.variables } : {}),
         ...(data.markers ? { markers: data.markers } : {}),
         replay: (call) => job.replay[call.id],
+        ...(job.turns ? { replayTurn: (_m: ChatMessage, i: number) => job.turns![i], keepReasoning: job.keepReasoning ?? false } : {}),
         ...(job.media ? { media: new Map(job.media) } : {}),
         ...(data.maxTokens !== undefined ? { maxTokens: data.maxTokens } : {}),
       });
-      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens };
+      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens, turns: p.turns };
       port.postMessage(reply, [p.tokens.buffer as ArrayBuffer]);
       return;
     } catch (e) {

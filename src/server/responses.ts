@@ -13,7 +13,7 @@ import type { ResponseStore, StoredResponse } from './response-store.js';
 import { InputItem, TOOL_NAME, checkCallOutputs, checkItems, itemsToChatMessages, newId, normalizeInput, type StoredItem } from './responses-items.js';
 import { prepareInputImages } from './responses-media.js';
 import { nullable, samplingFields, samplingOptions } from './sampling-fields.js';
-import { conversationHeader, type ChatRequest, type ChatService, type ServerLog, type ServiceEvent, type ToolChoice, type Usage } from './service.js';
+import { conversationHeader, keepReasoningHeader, type ChatRequest, type ChatService, type ServerLog, type ServiceEvent, type ToolChoice, type Usage } from './service.js';
 
 const FunctionTool = z
   .object({
@@ -82,6 +82,8 @@ export const ResponseCreateSchema = z
     chat_template_kwargs: z.record(z.string(), z.unknown()).optional(),
     /** llamux: reasoning tokens allowed before the reasoning span's end marker is forced. */
     reasoning_budget: z.number().int().min(0).optional(),
+    /** llamux: keep this server's turns as generated after a new user message (--keep-reasoning). */
+    keep_reasoning: z.boolean().optional(),
   })
   .strict();
 type CreateBody = z.output<typeof ResponseCreateSchema>;
@@ -135,6 +137,7 @@ function toChatRequest(b: CreateBody, history: readonly StoredItem[], added: rea
     generate,
     ...(conversation !== undefined ? { conversationHeader: conversation } : {}),
     ...(b.prompt_cache_key != null ? { conversationHint: b.prompt_cache_key } : {}),
+    ...(b.keep_reasoning !== undefined ? { keepReasoning: b.keep_reasoning } : {}),
     ...(tenant !== undefined ? { tenant } : {}),
     idPrefix: 'call_',
     ...(Object.keys(templateVariables).length > 0 ? { templateVariables } : {}),
@@ -356,6 +359,7 @@ async function handleCreate(req: IncomingMessage, res: ServerResponse, service: 
   // what the items and prompt_cache_key say (as on /v1/chat/completions).
   const conversation = conversationHeader(req.headers['x-llamux-conversation']) ?? previous?.conversation;
   const chatReq = toChatRequest(body, history, added, conversation, o.tenant);
+  chatReq.keepReasoning ??= keepReasoningHeader(req.headers['x-llamux-keep-reasoning']);
   const prepared = await service.prepare(chatReq, signal);
   const headers: Record<string, string> = { 'x-llamux-conversation': prepared.conversationId };
   if (prepared.truncatedTokens > 0) headers['x-llamux-truncated-tokens'] = String(prepared.truncatedTokens);

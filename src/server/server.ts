@@ -103,6 +103,13 @@ export interface ServerOptions {
    * (recurrent, hybrid) recompute the kept window instead. Default false.
    */
   contextShift?: boolean;
+  /**
+   * Keep the assistant turns the server generated exactly as generated in later prompts, even
+   * after a new user message where the chat template drops earlier reasoning (Qwen3, Qwen3.5,
+   * DeepSeek): a departure from the template that lets the prompt reuse the conversation's KV.
+   * Requests may override it (`keep_reasoning`, or the `x-llamux-keep-reasoning` header). Default false.
+   */
+  keepReasoning?: boolean;
   /** Rendering and tokenizing one request longer than this is stopped with 413 (default 10 000 ms). */
   tokenizeTimeoutMs?: number;
   /** Worker threads that render and tokenize prompts (default 2). */
@@ -189,6 +196,7 @@ const ServerOptionsSchema = z
     maxPromptBytes: z.number().int().positive().default(1024 * 1024),
     overflow: z.enum(['error', 'truncate-middle']).default('error'),
     contextShift: z.boolean().default(false),
+    keepReasoning: z.boolean().default(false),
     tokenizeTimeoutMs: z.number().int().positive().default(10_000),
     tokenizeWorkers: z.number().int().min(1).max(64).default(2),
     log: z.custom<ServerLog>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),

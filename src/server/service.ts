@@ -5,7 +5,8 @@ import { hasChatMedia, prepareChatMedia } from '../chat/media.js';
 import { markerTexts, type MarkerTexts, type ReplaySpan } from '../chat/prompt.js';
 import type { ChatTemplate } from '../chat/template.js';
 import { argumentsObject, canonicalJson, newToolCallId, parseToolCallSpan, xmlParamTypes } from '../chat/tool-calls.js';
-import type { ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
+import type { TurnReplay } from '../chat/turn-replay.js';
+import type { ChatAssistantMessage, ChatMessage, ChatToolCall, ChatToolDefinition } from '../chat/types.js';
 import { sessionPool, type Context } from '../engine/context.js';
 import { FinishReason, type TokenLogprob } from '../engine/events.js';
 import type { Generation } from '../engine/generation.js';
@@ -17,7 +18,8 @@ import { HttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
 import { fitPrompt, type OverflowPolicy } from './overflow.js';
 import type { BuiltPrompt, PromptPool } from './prompt-pool.js';
-import type { StoredToolCall, ToolCallStore } from './store.js';
+import type { StoredToolCall, StoredTurn, ToolCallStore } from './store.js';
+import { isSameTurn, turnKey, TurnRecorder } from './turns.js';
 import { ServerAdapters } from './lora.js';
 
 /** Where the server's own log lines go. */
@@ -45,6 +47,8 @@ export interface ChatRequest {
   idPrefix: string;
   /** Extra chat-template variables (`chat_template_kwargs`: `enable_thinking`, `reasoning_effort`, ...). */
   templateVariables?: Record<string, unknown>;
+  /** Keep replayed turns as generated after a new user message (the server's --keep-reasoning when absent). */
+  keepReasoning?: boolean;
 }
 
 export interface Usage {
@@ -97,6 +101,9 @@ export interface Prepared {
 /** Longest stored span (tokens) and text (bytes) that is ever spliced into a prompt. */
 export const MAX_SPAN_TOKENS = 16_384;
 export const MAX_SPAN_BYTES = 1024 * 1024;
+/** Longest stored whole turn (tokens, bytes) that is ever spliced into a prompt. */
+export const MAX_TURN_TOKENS = 65_536;
+export const MAX_TURN_BYTES = 4 * 1024 * 1024;
 
 const CONVERSATION_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -108,6 +115,14 @@ export function conversationHeader(value: string | string[] | undefined): string
     throw new HttpError(400, 'invalid_request', 'The x-llamux-conversation header must be 1 to 128 characters of A-Z, a-z, 0-9, ".", "_", ":" or "-"');
   }
   return v;
+}
+
+/** Validates an `x-llamux-keep-reasoning` header value ('true' or 'false'); undefined when absent. */
+export function keepReasoningHeader(value: string | string[] | undefined): boolean | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (v === undefined || v === '') return undefined;
+  if (v !== 'true' && v !== 'false') throw new HttpError(400, 'invalid_request', 'The x-llamux-keep-reasoning header must be "true" or "false"');
+  return v === 'true';
 }
 
 export interface ChatServiceOptions {
@@ -128,6 +143,8 @@ export interface ChatServiceOptions {
   log?: ServerLog;
   /** --lora adapters (none by default). */
   adapters?: ServerAdapters;
+  /** --keep-reasoning: replayed turns stay as generated after a new user message (a request may say otherwise). */
+  keepReasoning?: boolean;
 }
 
 function utf8Length(s: string): number {
@@ -158,6 +175,7 @@ export class ChatService {
   /** The generate options of --context-shift (none without it). */
   readonly shiftOptions: { overflow?: 'shift' };
   readonly adapters: ServerAdapters;
+  readonly keepReasoning: boolean;
   readonly #log: ServerLog;
   /** Ids of stored spans already reported as invalid (each is logged once). */
   readonly #reportedInvalid = new Set<string>();
@@ -178,6 +196,7 @@ export class ChatService {
     this.overflow = o.overflow ?? 'error';
     this.shiftOptions = o.contextShift ? { overflow: 'shift' } : {};
     this.adapters = o.adapters ?? ServerAdapters.none();
+    this.keepReasoning = o.keepReasoning ?? false;
     this.#log = o.log ?? (() => {});
     let longest = 1;
     for (let id = 0; id < o.model.vocab.size; id++) longest = Math.max(longest, o.model.tokenPiece(id, { special: true }).length);
@@ -189,7 +208,7 @@ export class ChatService {
   }
 
   /** Whether a stored call belongs to the tenant (no tenant: calls stored outside isolation mode). */
-  #sameTenant(s: StoredToolCall, tenant: string | undefined): boolean {
+  #sameTenant(s: { conversation: string }, tenant: string | undefined): boolean {
     return tenant !== undefined ? s.conversation.startsWith(this.#scope(tenant)) : !s.conversation.includes('/');
   }
 
@@ -204,6 +223,8 @@ export class ChatService {
     const scope = this.#scope(tenant);
     for (let i = messages.length - 1; i >= 0; i--) {
       const m = messages[i]!;
+      // Plain answers do not route: the same short answer ("Done.") in many conversations
+      // would pull them all onto one session.
       if (m.role !== 'assistant' || !m.toolCalls) continue;
       for (let j = m.toolCalls.length - 1; j >= 0; j--) {
         const s = this.store.get(m.toolCalls[j]!.id);
@@ -215,19 +236,51 @@ export class ChatService {
     return `conv_${Date.now().toString(36)}${randomBytes(8).toString('hex')}`;
   }
 
+  /** The stored turn of this model and tenant under the message's key, if any. */
+  #storedTurn(m: ChatAssistantMessage, tenant: string | undefined): StoredTurn | undefined {
+    const key = turnKey(m, this.#scope(tenant), this.fingerprint);
+    const s = key === undefined ? undefined : this.store.getTurn(key);
+    if (!s || s.model !== this.fingerprint || !this.#sameTenant(s, tenant)) return undefined;
+    return s;
+  }
+
+  /** The exact tokens of a whole turn this server generated, when the message is that turn unchanged and its tokens pass validation. */
+  #turnReplay(m: ChatAssistantMessage, tenant: string | undefined): TurnReplay | undefined {
+    const s = this.#storedTurn(m, tenant);
+    if (!s) return undefined;
+    if (!isSameTurn(s, m)) {
+      this.metrics.turnReplay.inc({ outcome: 'changed' });
+      return undefined;
+    }
+    const invalid = this.#invalidTokens('the turn', s.text, s.tokens, s.text, MAX_TURN_TOKENS, MAX_TURN_BYTES);
+    if (invalid !== undefined) {
+      const id = `turn:${s.key}`;
+      if (!this.#reportedInvalid.has(id)) {
+        if (this.#reportedInvalid.size >= 10_000) this.#reportedInvalid.clear();
+        this.#reportedInvalid.add(id);
+        this.metrics.turnReplay.inc({ outcome: 'invalid' });
+        this.#log('warn', `A stored assistant turn is not replayed (${invalid}); it is rendered through the template instead`);
+      }
+      return undefined;
+    }
+    return { text: s.text, tokens: s.tokens };
+  }
+
+  #invalidTokens(what: string, text: string, tokens: Int32Array, expected: string, maxTokens = MAX_SPAN_TOKENS, maxBytes = MAX_SPAN_BYTES): string | undefined {
+    const n = this.model.vocab.size;
+    if (tokens.length === 0 || tokens.length > maxTokens) return `${what} has ${tokens.length} tokens (1 to ${maxTokens} allowed)`;
+    if (utf8Length(text) > maxBytes) return `${what} text is over ${maxBytes} bytes`;
+    for (let i = 0; i < tokens.length; i++) {
+      const t = tokens[i]!;
+      if (!(t >= 0 && t < n)) return `${what} token ${i} is ${t}, outside the vocabulary (${n} tokens)`;
+    }
+    if (this.model.detokenize(tokens, { special: true }) !== expected) return `${what} tokens do not detokenize to the stored text`;
+    return undefined;
+  }
+
   /** Why a stored span must not be spliced into a prompt, or undefined when it may. */
   #invalidSpan(s: StoredToolCall): string | undefined {
-    const n = this.model.vocab.size;
-    const check = (what: string, text: string, tokens: Int32Array, expected: string): string | undefined => {
-      if (tokens.length === 0 || tokens.length > MAX_SPAN_TOKENS) return `${what} has ${tokens.length} tokens (1 to ${MAX_SPAN_TOKENS} allowed)`;
-      if (utf8Length(text) > MAX_SPAN_BYTES) return `${what} text is over ${MAX_SPAN_BYTES} bytes`;
-      for (let i = 0; i < tokens.length; i++) {
-        const t = tokens[i]!;
-        if (!(t >= 0 && t < n)) return `${what} token ${i} is ${t}, outside the vocabulary (${n} tokens)`;
-      }
-      if (this.model.detokenize(tokens, { special: true }) !== expected) return `${what} tokens do not detokenize to the stored text`;
-      return undefined;
-    };
+    const check = (what: string, text: string, tokens: Int32Array, expected: string): string | undefined => this.#invalidTokens(what, text, tokens, expected);
     const m = this.markers;
     if (!m) return 'the server has no tool-call markers';
     const span = check('the span', s.spanText, s.spanTokens, `${m.start}${s.spanText}${m.end}`);
@@ -289,6 +342,12 @@ export class ChatService {
       throw new HttpError(413, 'too_large', `The messages and tools hold ${textBytes} bytes of text, over this server's limit of ${this.#maxPromptBytes} (--max-prompt-bytes)`);
     }
     const conversationId = this.resolveConversation(req.messages, req.conversationHeader, req.tenant, req.conversationHint);
+    const turns: Record<number, TurnReplay> = {};
+    req.messages.forEach((m, i) => {
+      if (m.role !== 'assistant') return;
+      const t = this.#turnReplay(m, req.tenant);
+      if (t) turns[i] = t;
+    });
     const replay: Record<string, ReplaySpan> = {};
     if (this.markers) {
       for (const m of req.messages) {
@@ -310,11 +369,15 @@ export class ChatService {
         throw e;
       }
     }
-    const prompt = await this.#prompts.build(messages, req.tools, replay, signal, req.templateVariables, media);
+    const prompt = await this.#prompts.build(messages, req.tools, replay, signal, req.templateVariables, media, { turns, keepReasoning: req.keepReasoning ?? this.keepReasoning });
     if (prompt.replayed.length) this.metrics.replay.inc({ outcome: 'replayed' }, prompt.replayed.length);
     if (prompt.unknown.length) this.metrics.replay.inc({ outcome: 'unknown' }, prompt.unknown.length);
     if (prompt.unlocated.length) this.metrics.replay.inc({ outcome: 'unlocated' }, prompt.unlocated.length);
     if (prompt.rerendered.length) this.metrics.replay.inc({ outcome: 'rerendered' }, prompt.rerendered.length);
+    for (const outcome of ['replayed', 'unlocated', 'dropped'] as const) {
+      const n = prompt.turns[outcome].length;
+      if (n) this.metrics.turnReplay.inc({ outcome }, n);
+    }
     const fitted = fitPrompt(prompt.tokens, limit, req.generate.maxTokens, this.overflow);
     const conversationKey = `${this.#scope(req.tenant)}${conversationId}`;
     const session = sessionPool(this.context).get(conversationKey);
@@ -415,6 +478,7 @@ export class ChatService {
     // template renders the history the same way (the text is then the special-token rendering).
     let preludeReasoning = false;
     const preludes = new Map<number, { text: string; tokens: number[] }>();
+    const turn = new TurnRecorder();
     let emitted = 0;
     let reasoningTokens = 0;
     let started = false;
@@ -432,8 +496,10 @@ export class ChatService {
           prelude.text.push(ev.text);
           if (ev.tokens) for (const t of ev.tokens) prelude.tokens.push(t);
           if (ev.tokens && this.#isolate) for (const t of ev.tokens) generated.push(t);
+          turn.tokens(ev.tokens);
           {
             const text = afterReasoning ? ev.text.trimStart() : ev.text;
+            turn.content(text);
             if (text.length > 0) afterReasoning = false;
             if (ev.logprobs) {
               seenLogprobs += ev.logprobs.length;
@@ -446,6 +512,8 @@ export class ChatService {
           break;
         case 'reasoning':
           reasoningTokens += ev.tokens.length;
+          turn.tokens(ev.tokens);
+          turn.reasoning(ev.text);
           for (const t of ev.tokens) prelude.tokens.push(t);
           preludeReasoning = true;
           afterReasoning = true;
@@ -464,19 +532,26 @@ export class ChatService {
           // A call cut short (max_tokens, a stop, the context end) is never a call: its bytes go
           // back as text, with the start marker the model wrote (it never wrote the end one).
           if (this.#isolate) for (const t of ev.tokens) generated.push(t);
+          turn.broken();
           yield { type: 'text', text: `${this.markers?.start ?? ''}${ev.text}` };
           break;
         case 'toolCallEnd': {
           if (this.#isolate) for (const t of ev.tokens) generated.push(t);
+          turn.tokens(ev.tokens);
           const parsed = parseToolCallSpan(ev.text, xmlParamTypes(req.tools));
           if (parsed.some((c) => c.invalidArguments !== undefined || c.name === '' || !declared.has(c.name))) {
             // Not a call a client could run (malformed, or a tool the request did not
             // declare): hand the model's raw bytes back as text.
             const raw = `${this.markers?.start ?? ''}${ev.text}${this.markers?.end ?? ''}`;
+            turn.content(raw);
             yield { type: 'text', text: raw };
             break;
           }
-          if (!req.parallelToolCalls && emitted > 0) break;
+          if (!req.parallelToolCalls && emitted > 0) {
+            turn.broken();
+            break;
+          }
+          if (!req.parallelToolCalls && parsed.length > 1) turn.broken();
           const pre = preludes.get(ev.index);
           for (const c of req.parallelToolCalls ? parsed : parsed.slice(0, 1)) {
             const id = newToolCallId(req.idPrefix);
@@ -494,6 +569,7 @@ export class ChatService {
               createdAt: Date.now(),
             });
             this.metrics.toolCalls.inc();
+            turn.call(id, c.name, args);
             yield { type: 'toolCall', call: { index: emitted++, id, name: c.name, arguments: c.arguments, argumentsJson: JSON.stringify(c.arguments) } };
           }
           break;
@@ -508,6 +584,8 @@ export class ChatService {
             cacheOutcome: ev.cache.outcome,
             ...(ev.cache.tier ? { cacheTier: ev.cache.tier } : {}),
           });
+          const stored = turn.turn(this.model, ev.finishReason, ev.stop, { model: this.fingerprint, conversation: p.conversationKey, createdAt: Date.now() }, this.#scope(req.tenant));
+          if (stored) this.store.putTurn(stored);
           const cachedTokens = this.#ownReuse(p, ev.reusedTokens);
           if (remember) this.#remember(p, generated);
           const usage: Usage = {

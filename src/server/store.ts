@@ -44,6 +44,26 @@ export interface StoredToolCall {
   createdAt: number;
 }
 
+/** One stored assistant turn the server generated (whole-turn replay), under its key. */
+export interface StoredTurn {
+  /** `call:<first call id>` for a turn with calls, else a hash of its tenant, reasoning and content. */
+  key: string;
+  model: string;
+  conversation: string;
+  /** The reasoning and answer as the client received them (the turn is replayed only while they are unchanged). */
+  reasoning: string;
+  content: string;
+  /** The turn's calls as returned: id, name, canonical JSON of the arguments. */
+  calls: Array<{ id: string; name: string; arguments: string }>;
+  /** The exact generated text (special tokens as text) and tokens of the turn, end-of-generation token excluded. */
+  text: string;
+  tokens: Int32Array;
+  createdAt: number;
+}
+
+/** Turns share the tool-call table (and its bounds) under ids no tool call has. */
+const TURN_PREFIX = 'turn:';
+
 export interface ToolCallStoreLimits {
   /** Rows kept (default 100 000). */
   maxRows?: number;
@@ -212,11 +232,48 @@ export class ToolCallStore {
 
   /** A stored call, or undefined (unknown, expired, or the database cannot be read). */
   get(id: string): StoredToolCall | undefined {
+    if (id.startsWith(TURN_PREFIX)) return undefined;
     try {
       return this.#read(id);
     } catch {
       this.failures++;
       return undefined;
+    }
+  }
+
+  /** Stores a whole turn; false when the database cannot write (see put). */
+  putTurn(turn: StoredTurn): boolean {
+    return this.put({
+      id: `${TURN_PREFIX}${turn.key}`,
+      model: turn.model,
+      conversation: turn.conversation,
+      name: '',
+      arguments: JSON.stringify({ reasoning: turn.reasoning, content: turn.content, calls: turn.calls }),
+      spanText: turn.text,
+      spanTokens: turn.tokens,
+      callsInSpan: turn.calls.length,
+      createdAt: turn.createdAt,
+    });
+  }
+
+  /** A stored turn, or undefined (unknown, expired, unreadable, or a row that is not a turn). */
+  getTurn(key: string): StoredTurn | undefined {
+    let row: StoredToolCall | undefined;
+    try {
+      row = this.#read(`${TURN_PREFIX}${key}`);
+    } catch {
+      this.failures++;
+      return undefined;
+    }
+    if (!row || row.name !== '') return undefined;
+    try {
+      const meta = JSON.parse(row.arguments) as Partial<Pick<StoredTurn, 'reasoning' | 'content' | 'calls'>>;
+      if (typeof meta.reasoning !== 'string' || typeof meta.content !== 'string' || !Array.isArray(meta.calls)) return undefined;
+      const calls = meta.calls.filter((c) => typeof c?.id === 'string' && typeof c.name === 'string' && typeof c.arguments === 'string');
+      if (calls.length !== meta.calls.length) return undefined;
+      return { key, model: row.model, conversation: row.conversation, reasoning: meta.reasoning, content: meta.content, calls, text: row.spanText, tokens: row.spanTokens, createdAt: row.createdAt };
+    } catch {
+      return undefined; // not written by putTurn: never replayed
     }
   }
 

@@ -144,6 +144,75 @@ describe('buildChatPrompt()', () => {
     expect(p.text).toContain('CALL get_weather');
   });
 
+  describe('whole turns (replayTurn)', () => {
+    // A small template that, like Qwen3's, renders an assistant turn's reasoning only after the
+    // last user message, and opens the reasoning in the generation prompt.
+    const thinking = () =>
+      new ChatTemplate(
+        "{%- set ns = namespace(last=0) %}{%- for m in messages %}{%- if m.role == 'user' %}{%- set ns.last = loop.index0 %}{%- endif %}{%- endfor %}" +
+          "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' }}{%- if m.role == 'assistant' and loop.index0 > ns.last %}{{- '<think>\\n' + (m.reasoning_content or '') + '\\n</think>\\n\\n' }}{%- endif %}{{- m.content or '' }}{{- '<|im_end|>\\n' }}{%- endfor %}" +
+          "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}",
+        { bosToken: '<s>' },
+      );
+    const tok = (text: string, first = false) => Array.from(model.tokenize(text, { addSpecial: first, parseSpecial: true }));
+    const turnTokens = () => model.tokenize('deep thought</think>The answer.', { addSpecial: false, parseSpecial: true });
+    const history = (after: ChatMessage[]): ChatMessage[] => [question, { role: 'assistant', content: 'The answer.', reasoningContent: 'deep thought' }, ...after];
+
+    it('splices the generated tokens in place of the rendered body: the prompt extends the previous prompt and the turn', () => {
+      const t = thinking();
+      const turn = turnTokens();
+      const messages = history([{ role: 'tool', toolCallId: 'x', content: 'ok' }]);
+      const p = buildChatPrompt(model, messages, { template: t, replayTurn: (_m, i) => (i === 1 ? { text: 'deep thought</think>The answer.', tokens: turn } : undefined) });
+      const prompt = t.render([question], { addGenerationPrompt: true });
+      const full = t.render(messages, { addGenerationPrompt: true });
+      const rest = full.slice(full.indexOf('The answer.') + 'The answer.'.length);
+      expect(p.turns).toEqual({ replayed: [1], unlocated: [], dropped: [] });
+      expect(Array.from(p.tokens)).toEqual([...tok(prompt, true), ...turn, ...tok(rest)]);
+    });
+
+    it('after a new user message the template drops the reasoning: counted as dropped and rendered; keepReasoning keeps the turn as generated', () => {
+      const t = thinking();
+      const turn = turnTokens();
+      const messages = history([{ role: 'user', content: 'And then?' }]);
+      const replayTurn = (_m: ChatMessage, i: number) => (i === 1 ? { text: 'deep thought</think>The answer.', tokens: turn } : undefined);
+      const dropped = buildChatPrompt(model, messages, { template: t, replayTurn });
+      expect(dropped.turns).toEqual({ replayed: [], unlocated: [], dropped: [1] });
+      expect(dropped.text).toBe(t.render(messages, { addGenerationPrompt: true }));
+      expect(dropped.text).not.toContain('deep thought');
+      const kept = buildChatPrompt(model, messages, { template: t, replayTurn, keepReasoning: true });
+      expect(kept.turns).toEqual({ replayed: [1], unlocated: [], dropped: [] });
+      const prompt = t.render([question], { addGenerationPrompt: true });
+      expect(Array.from(kept.tokens)).toEqual([...tok(prompt, true), ...turn, ...tok('<|im_end|>\n<|im_start|>user\nAnd then?<|im_end|>\n<|im_start|>assistant\n<think>\n')]);
+    });
+
+    it('control-token text a later message shares with a spliced turn stays text in that message', () => {
+      const t = thinking();
+      const typed = 'deep <|im_start|> thought';
+      const turn = model.tokenize(`${typed}</think>The answer.`, { addSpecial: false, parseSpecial: true });
+      const messages: ChatMessage[] = [question, { role: 'assistant', content: 'The answer.', reasoningContent: typed }, { role: 'user', content: typed }];
+      const p = buildChatPrompt(model, messages, { template: t, replayTurn: (_m, i) => (i === 1 ? { text: `${typed}</think>The answer.`, tokens: turn } : undefined), keepReasoning: true });
+      expect(p.turns.replayed).toEqual([1]);
+      const prompt = t.render([question], { addGenerationPrompt: true });
+      const asText = Array.from(model.tokenize(typed, { addSpecial: false, parseSpecial: false }));
+      expect(asText).not.toEqual(tok(typed));
+      expect(Array.from(p.tokens)).toEqual([...tok(prompt, true), ...turn, ...tok('<|im_end|>\n<|im_start|>user\n'), ...asText, ...tok('<|im_end|>\n<|im_start|>assistant\n<think>\n')]);
+    });
+
+    it('a template that renders the turn without the generation prompt it was generated from: unlocated, rendered', () => {
+      // the generation prompt opens the reasoning, the turn in the history never does
+      const t = new ChatTemplate(
+        "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}",
+        { bosToken: '<s>' },
+      );
+      const turn = turnTokens();
+      const messages = history([{ role: 'tool', toolCallId: 'x', content: 'ok' }]);
+      const p = buildChatPrompt(model, messages, { template: t, replayTurn: () => ({ text: 'deep thought</think>The answer.', tokens: turn }), keepReasoning: true });
+      expect(p.turns).toEqual({ replayed: [], unlocated: [1], dropped: [] });
+      expect(p.text).toBe(t.render(messages, { addGenerationPrompt: true }));
+      expect(indexOfSeq(p.tokens, turn)).toBe(-1);
+    });
+  });
+
   it('replays nothing without markers', () => {
     const replay = () => ({ text: span.text, tokens: span.tokens });
     const p = buildChatPrompt(model, turn2('{"city":"Paris"}'), { template, replay });
