@@ -6,6 +6,7 @@ import { dirname } from 'node:path';
 import type { Database as SqliteDatabase, Statement } from 'better-sqlite3';
 import { LlamuxError } from '../errors.js';
 import { loadSqlite } from './store.js';
+import { BoundedMap, BoundedTable } from './bounded-rows.js';
 
 export interface StoredResponse {
   id: string;
@@ -66,14 +67,12 @@ export class ResponseStore {
   readonly path: string;
   readonly backend: 'sqlite' | 'memory';
   #db?: SqliteDatabase;
-  #mem?: Map<string, { row: StoredResponse; bytes: number }>;
+  #table?: BoundedTable;
+  #mem?: BoundedMap<StoredResponse>;
   #insert?: Statement;
   #get?: Statement;
   #delete?: Statement;
   #limits: Required<ResponseStoreLimits>;
-  #rows = 0;
-  #bytes = 0;
-  #lastAgePrune = 0;
   /** Reads or writes that failed (the request went on without the store). */
   failures = 0;
 
@@ -90,7 +89,7 @@ export class ResponseStore {
         throw new LlamuxError('UNSUPPORTED', `The response store "${path}" needs the optional package better-sqlite3, which is not installed: run \`npm install better-sqlite3@12\` (or leave out --store to keep responses in memory)`);
       }
       this.backend = 'memory';
-      this.#mem = new Map();
+      this.#mem = new BoundedMap(this.#limits);
       return;
     }
     this.backend = 'sqlite';
@@ -119,9 +118,7 @@ export class ResponseStore {
         VALUES (@id, @tenant, @conversation, @response, @input, @bytes, @created_at)`);
       this.#get = db.prepare('SELECT id, tenant, conversation, response, input, created_at FROM responses WHERE id = ?');
       this.#delete = db.prepare('DELETE FROM responses WHERE id = ? AND tenant = ?');
-      this.#pruneAge(Date.now());
-      this.#recount();
-      this.#pruneSize();
+      this.#table = new BoundedTable(db, 'responses', this.#limits);
     } catch (e) {
       try {
         db?.close();
@@ -134,25 +131,19 @@ export class ResponseStore {
 
   /** Responses and bytes held now. */
   get size(): { rows: number; bytes: number } {
-    return { rows: this.#rows, bytes: this.#bytes };
+    const b = (this.#mem ?? this.#table)!;
+    return { rows: b.rows, bytes: b.bytes };
   }
 
   /** Stores a response; false (counted) when the store cannot write. */
   put(r: StoredResponse): boolean {
     try {
       const bytes = bytesOf(r);
-      if (this.#mem) this.#putMemory(r, bytes);
+      if (this.#mem) this.#mem.set(r.id, { ...r }, bytes, r.createdAt);
       else {
         const existed = this.#get!.get(r.id) !== undefined;
         this.#insert!.run({ id: r.id, tenant: r.tenant, conversation: r.conversation, response: r.response, input: r.input, bytes, created_at: r.createdAt });
-        if (existed) this.#recount();
-        else {
-          this.#rows++;
-          this.#bytes += bytes;
-        }
-        const now = Date.now();
-        if (now - this.#lastAgePrune > 60_000) this.#pruneAge(now);
-        this.#pruneSize();
+        this.#table!.added(bytes, existed);
       }
       return true;
     } catch {
@@ -178,19 +169,14 @@ export class ResponseStore {
     try {
       if (this.#mem) {
         const hit = this.#mem.get(id);
-        if (!hit || hit.row.tenant !== tenant) return false;
+        if (!hit || hit.tenant !== tenant) return false;
         this.#mem.delete(id);
-        this.#rows--;
-        this.#bytes -= hit.bytes;
         return true;
       }
       const before = this.#get!.get(id) as Row | undefined;
       const changed = this.#delete!.run(id, tenant).changes > 0;
-      if (changed) {
-        this.#rows--;
-        this.#bytes -= bytesOf(fromRow(before!));
-      }
-      return changed && before!.created_at >= Date.now() - this.#limits.maxAgeMs;
+      if (changed) this.#table!.removed(bytesOf(fromRow(before!)));
+      return changed && before!.created_at >= this.#table!.cutoff();
     } catch (e) {
       this.failures++;
       return { failed: (e as Error).message };
@@ -200,62 +186,10 @@ export class ResponseStore {
   #read(id: string): StoredResponse | undefined {
     if (this.#mem) {
       const hit = this.#mem.get(id);
-      return hit ? { ...hit.row } : undefined;
+      return hit ? { ...hit } : undefined;
     }
     const r = this.#get!.get(id) as Row | undefined;
     return r ? fromRow(r) : undefined;
-  }
-
-  #putMemory(r: StoredResponse, bytes: number): void {
-    const mem = this.#mem!;
-    const old = mem.get(r.id);
-    if (old) {
-      mem.delete(r.id);
-      this.#rows--;
-      this.#bytes -= old.bytes;
-    }
-    mem.set(r.id, { row: { ...r }, bytes });
-    this.#rows++;
-    this.#bytes += bytes;
-    const cutoff = Date.now() - this.#limits.maxAgeMs;
-    // insertion order is age order
-    for (const [id, e] of mem) {
-      if (e.row.createdAt >= cutoff && this.#rows <= this.#limits.maxRows && this.#bytes <= this.#limits.maxBytes) break;
-      mem.delete(id);
-      this.#rows--;
-      this.#bytes -= e.bytes;
-    }
-  }
-
-  #recount(): void {
-    const r = this.#db!.prepare('SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM responses').get() as { n: number; b: number };
-    this.#rows = r.n;
-    this.#bytes = r.b;
-  }
-
-  #pruneAge(now: number): void {
-    this.#lastAgePrune = now;
-    const r = this.#db!.prepare('DELETE FROM responses WHERE created_at < ?').run(now - this.#limits.maxAgeMs);
-    if (r.changes > 0) this.#recount();
-  }
-
-  #pruneSize(): void {
-    if (this.#rows <= this.#limits.maxRows && this.#bytes <= this.#limits.maxBytes) return;
-    const db = this.#db!;
-    const select = db.prepare('SELECT id, bytes FROM responses ORDER BY created_at, rowid LIMIT 256');
-    const del = db.prepare('DELETE FROM responses WHERE id = ?');
-    db.transaction(() => {
-      while (this.#rows > this.#limits.maxRows || this.#bytes > this.#limits.maxBytes) {
-        const batch = select.all() as Array<{ id: string; bytes: number }>;
-        if (batch.length === 0) break;
-        for (const row of batch) {
-          if (this.#rows <= this.#limits.maxRows && this.#bytes <= this.#limits.maxBytes) break;
-          del.run(row.id);
-          this.#rows--;
-          this.#bytes -= row.bytes;
-        }
-      }
-    })();
   }
 
   close(): void {

@@ -4,6 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { LlamuxError } from '../errors.js';
+import { BoundedMap, BoundedTable } from './bounded-rows.js';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Database as SqliteDatabase, Statement } from 'better-sqlite3';
 
@@ -108,14 +109,12 @@ export class ToolCallStore {
   /** 'sqlite', or 'memory' when better-sqlite3 is not installed and the path is ':memory:'. */
   readonly backend: 'sqlite' | 'memory';
   #db!: SqliteDatabase;
-  /** The store without SQLite: insertion order is age order. */
-  #mem?: Map<string, { call: StoredToolCall; bytes: number }>;
+  #table!: BoundedTable;
+  /** The store without SQLite. */
+  #mem?: BoundedMap<StoredToolCall>;
   #insert!: Statement;
   #get!: Statement;
   #limits: Required<ToolCallStoreLimits>;
-  #rows = 0;
-  #bytes = 0;
-  #lastAgePrune = 0;
 
   constructor(path: string, limits: ToolCallStoreLimits = {}) {
     this.path = path;
@@ -130,7 +129,7 @@ export class ToolCallStore {
         throw new LlamuxError('UNSUPPORTED', `The tool-call store "${path}" needs the optional package better-sqlite3, which is not installed: run \`npm install better-sqlite3@12\` (or leave out --store to keep tool calls in memory)`);
       }
       this.backend = 'memory';
-      this.#mem = new Map();
+      this.#mem = new BoundedMap(this.#limits);
       return;
     }
     this.backend = 'sqlite';
@@ -175,45 +174,13 @@ export class ToolCallStore {
       (id, model, conversation, name, arguments, span_text, span_tokens, prelude_text, prelude_tokens, calls_in_span, bytes, created_at)
       VALUES (@id, @model, @conversation, @name, @arguments, @span_text, @span_tokens, @prelude_text, @prelude_tokens, @calls_in_span, @bytes, @created_at)`);
     this.#get = this.#db.prepare('SELECT * FROM tool_calls WHERE id = ?');
-    this.#pruneAge(Date.now());
-    this.#recount();
-    this.#pruneSize();
+    this.#table = new BoundedTable(this.#db, 'tool_calls', this.#limits);
   }
 
   /** Rows and span bytes held now. */
   get size(): { rows: number; bytes: number } {
-    return { rows: this.#rows, bytes: this.#bytes };
-  }
-
-  #recount(): void {
-    const r = this.#db.prepare('SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM tool_calls').get() as { n: number; b: number };
-    this.#rows = r.n;
-    this.#bytes = r.b;
-  }
-
-  #pruneAge(now: number): void {
-    this.#lastAgePrune = now;
-    const r = this.#db.prepare('DELETE FROM tool_calls WHERE created_at < ?').run(now - this.#limits.maxAgeMs);
-    if (r.changes > 0) this.#recount();
-  }
-
-  #pruneSize(): void {
-    if (this.#rows <= this.#limits.maxRows && this.#bytes <= this.#limits.maxBytes) return;
-    const select = this.#db.prepare('SELECT id, bytes FROM tool_calls ORDER BY created_at, rowid LIMIT 256');
-    const del = this.#db.prepare('DELETE FROM tool_calls WHERE id = ?');
-    const tx = this.#db.transaction(() => {
-      while (this.#rows > this.#limits.maxRows || this.#bytes > this.#limits.maxBytes) {
-        const batch = select.all() as Array<{ id: string; bytes: number }>;
-        if (batch.length === 0) break;
-        for (const row of batch) {
-          if (this.#rows <= this.#limits.maxRows && this.#bytes <= this.#limits.maxBytes) break;
-          del.run(row.id);
-          this.#rows--;
-          this.#bytes -= row.bytes;
-        }
-      }
-    });
-    tx();
+    const b = this.#mem ?? this.#table;
+    return { rows: b.rows, bytes: b.bytes };
   }
 
   /**
@@ -285,7 +252,7 @@ export class ToolCallStore {
     const preludeBlob = call.preludeTokens ? toBlob(call.preludeTokens) : null;
     const bytes = Buffer.byteLength(call.spanText) + spanBlob.length + Buffer.byteLength(call.preludeText ?? '') + (preludeBlob?.length ?? 0) + Buffer.byteLength(call.arguments);
     if (this.#mem) {
-      this.#putMemory(call, bytes);
+      this.#mem.set(call.id, { ...call }, bytes, call.createdAt);
       return;
     }
     const existed = this.#get.get(call.id) as Row | undefined;
@@ -303,46 +270,16 @@ export class ToolCallStore {
       bytes,
       created_at: call.createdAt,
     });
-    if (existed) this.#recount();
-    else {
-      this.#rows++;
-      this.#bytes += bytes;
-    }
-    const now = Date.now();
-    if (now - this.#lastAgePrune > 60_000) this.#pruneAge(now);
-    this.#pruneSize();
-  }
-
-  #putMemory(call: StoredToolCall, bytes: number): void {
-    const mem = this.#mem!;
-    const old = mem.get(call.id);
-    if (old) {
-      mem.delete(call.id);
-      this.#rows--;
-      this.#bytes -= old.bytes;
-    }
-    mem.set(call.id, { call: { ...call }, bytes });
-    this.#rows++;
-    this.#bytes += bytes;
-    const cutoff = Date.now() - this.#limits.maxAgeMs;
-    for (const [id, row] of mem) {
-      const tooOld = row.call.createdAt < cutoff;
-      if (!tooOld && this.#rows <= this.#limits.maxRows && this.#bytes <= this.#limits.maxBytes) break;
-      mem.delete(id);
-      this.#rows--;
-      this.#bytes -= row.bytes;
-    }
+    this.#table.added(bytes, existed !== undefined);
   }
 
   #read(id: string): StoredToolCall | undefined {
     if (this.#mem) {
-      const row = this.#mem.get(id);
-      if (!row || row.call.createdAt < Date.now() - this.#limits.maxAgeMs) return undefined;
-      return { ...row.call };
+      const call = this.#mem.get(id);
+      return call ? { ...call } : undefined;
     }
     const r = this.#get.get(id) as Row | undefined;
-    if (!r) return undefined;
-    if (r.created_at < Date.now() - this.#limits.maxAgeMs) return undefined;
+    if (!r || r.created_at < this.#table.cutoff()) return undefined;
     const out: StoredToolCall = {
       id: r.id,
       model: r.model,
