@@ -59,6 +59,27 @@ describe('audio in prompts: windows, chat, limits, bad audio (zoo qwen3 + a gene
     expect(b.reusedTokens).toBe(head());
   });
 
+  it('the key is the decoded samples: 16-bit, float and stereo files of the same samples are the same tokens; other rates are resampled', async () => {
+    const tokens = async (wav: Buffer) => Array.from((await native.tokenizeMedia(model.nativeHandle(), ['Listen:', wav, ' What?'], true, false, 1e9, 300)).tokens);
+    const pcm = encodeWav(signalA);
+    // the values the decoder makes of the 16-bit samples (s / 32768), written as floats, and as two equal channels
+    const decoded = Float32Array.from({ length: signalA.length }, (_, i) => pcm.readInt16LE(44 + 2 * i) / 32768);
+    const asFloat = encodeWav(decoded, { encoding: 'float32' });
+    const stereo = encodeWav(Float32Array.from({ length: 2 * decoded.length }, (_, i) => decoded[i >> 1]!), { encoding: 'float32', channels: 2 });
+    const want = await tokens(pcm);
+    expect(await tokens(asFloat)).toEqual(want);
+    expect(await tokens(stereo)).toEqual(want);
+    // one sample a float step away from its 16-bit value: another clip
+    decoded[100] = decoded[100]! + 2 ** -20;
+    const nudged = await tokens(encodeWav(decoded, { encoding: 'float32' }));
+    expect(nudged.length).toBe(want.length);
+    expect(nudged).not.toEqual(want);
+    // 44.1 kHz, resampled to the projector's 16 kHz: one window like any clip under 30 s
+    const cd = await tokens(encodeWav(testSignal(1.5, 1, 44100), { rate: 44100 }));
+    expect(cd.length).toBe(want.length);
+    expect(cd).not.toEqual(want);
+  });
+
   it('chat messages with audio parts: the clip\'s tokens are spliced in where the template put the part', async () => {
     const template = ChatTemplate.fromModel(model);
     const messages = [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'Listen: ' }, { type: 'audio' as const, audio: clipA }, { type: 'text' as const, text: ' What is said?' }] }];
