@@ -68,6 +68,7 @@ export const MediaLimitsSchema = z
     maxPixels: z.number().int().positive().optional(),
     maxPerPrompt: z.number().int().positive().max(1024).optional(),
     maxBytes: z.number().int().positive().optional(),
+    maxAudioSeconds: z.number().positive().finite().optional(),
   })
   .strict();
 

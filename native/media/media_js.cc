@@ -106,10 +106,10 @@ struct MediaInput {
 class TokenizeWorker : public Napi::AsyncWorker {
  public:
   TokenizeWorker(Napi::Env env, std::shared_ptr<ModelHandle> model, std::vector<MediaInput> inputs, bool addSpecial,
-                 bool parseSpecial, double maxPixels)
+                 bool parseSpecial, double maxPixels, double maxAudioSeconds)
       : Napi::AsyncWorker(env, "llamux.tokenizeMedia"), deferred_(Napi::Promise::Deferred::New(env)),
         model_(std::move(model)), inputs_(std::move(inputs)), addSpecial_(addSpecial),
-        parseSpecial_(parseSpecial), maxPixels_(maxPixels) {}
+        parseSpecial_(parseSpecial), maxPixels_(maxPixels), maxAudioSeconds_(maxAudioSeconds) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
@@ -151,6 +151,15 @@ class TokenizeWorker : public Napi::AsyncWorker {
         return Fail(i, "is " + std::to_string(mtmd_bitmap_get_nx(bm)) + "x" + std::to_string(mtmd_bitmap_get_ny(bm)) +
                            " pixels, over maxPixels (" + std::to_string(static_cast<int64_t>(maxPixels_)) + ")");
       }
+      // decoded samples (at the projector's rate): the bound for what no header told beforehand
+      const int32_t rate = proj.Info().audioSampleRate;
+      const double seconds = rate > 0 ? static_cast<double>(mtmd_bitmap_get_nx(bm)) / rate : 0;
+      if (audio && seconds > maxAudioSeconds_) {
+        freeAll();
+        char msg[160];
+        snprintf(msg, sizeof(msg), "is %.2f s of audio, over mediaLimits.maxAudioSeconds (%g)", seconds, maxAudioSeconds_);
+        return Fail(i, msg);
+      }
       // The content key: the projector, the kind and size, the decoded pixels (or samples).
       ContentHash h;
       h.UpdateValue(proj.Key1());
@@ -162,7 +171,7 @@ class TokenizeWorker : public Napi::AsyncWorker {
       char id[40];
       snprintf(id, sizeof(id), "%016llx%016llx", static_cast<unsigned long long>(h.a), static_cast<unsigned long long>(h.b));
       mtmd_bitmap_set_id(bm, id);
-      keys_.push_back({h.a, h.b, mtmd_bitmap_get_n_bytes(bm)});
+      keys_.push_back({h.a, h.b, mtmd_bitmap_get_n_bytes(bm), id});
       parts.push_back({nullptr, bm});
     }
     // Parts, not one text with markers: a marker typed in the text stays text.
@@ -180,7 +189,10 @@ class TokenizeWorker : public Napi::AsyncWorker {
       mtmd_input_chunks_free(chunks);
       return SetError("The media could not be preprocessed for this projector (libmtmd's tokenizer returned " + std::to_string(rc) + ")");
     }
-    size_t mediaIndex = 0;
+    // An image is one chunk; an audio clip is one per 30 s window (Whisper) or so, each carrying
+    // its part's id: the chunks of a part follow each other, and `window` tells them apart.
+    size_t mediaIndex = 0, window = 0;
+    bool textSince = true;
     for (size_t c = 0; c < mtmd_input_chunks_size(chunks); c++) {
       const mtmd_input_chunk *ch = mtmd_input_chunks_get(chunks, c);
       const auto type = mtmd_input_chunk_get_type(ch);
@@ -188,20 +200,33 @@ class TokenizeWorker : public Napi::AsyncWorker {
         size_t n = 0;
         const llama_token *t = mtmd_input_chunk_get_tokens_text(ch, &n);
         tokens_.insert(tokens_.end(), t, t + n);
+        textSince = true;
         continue;
       }
-      if (mediaIndex >= keys_.size()) {
-        mtmd_input_chunks_free(chunks);
-        return SetError("libmtmd returned more media chunks than media parts");
+      const char *chunkId = mtmd_input_chunk_get_id(ch);
+      const bool sameMedium = type == MTMD_INPUT_CHUNK_TYPE_AUDIO && mediaIndex > 0 && !textSince && chunkId != nullptr &&
+                              keys_[mediaIndex - 1].id == chunkId;
+      textSince = false;
+      if (sameMedium) {
+        window++;
+      } else {
+        window = 0;
+        if (mediaIndex >= keys_.size()) {
+          mtmd_input_chunks_free(chunks);
+          return SetError("libmtmd returned more media chunks than media parts");
+        }
+        mediaIndex++;
       }
-      const Key &k = keys_[mediaIndex++];
+      const Key &k = keys_[mediaIndex - 1];
       auto mc = std::make_shared<MediaChunk>();
       mc->chunk = mtmd_input_chunk_copy(ch);
       mc->audio = type == MTMD_INPUT_CHUNK_TYPE_AUDIO;
       mc->bytes = k.bytes;
       const size_t n = mtmd_input_chunk_get_n_tokens(ch);
       mc->ids.reserve(n);
-      for (size_t i = 0; i < n; i++) mc->ids.push_back(MediaTokenId(k.a, k.b, i));
+      // a later window of a clip: the same content key, moved by the window's index
+      const uint64_t wa = window == 0 ? k.a : Mix64(k.a ^ (0xa0761d6478bd642fULL * window));
+      for (size_t i = 0; i < n; i++) mc->ids.push_back(MediaTokenId(wa, k.b, i));
       tokens_.insert(tokens_.end(), mc->ids.begin(), mc->ids.end());
       proj.Remember(mc);
       list_.chunks.push_back(std::move(mc));
@@ -243,6 +268,7 @@ class TokenizeWorker : public Napi::AsyncWorker {
   struct Key {
     uint64_t a, b;
     size_t bytes;
+    std::string id;
   };
   void Fail(size_t i, const std::string &why) {
     part_ = static_cast<int32_t>(i);
@@ -252,14 +278,14 @@ class TokenizeWorker : public Napi::AsyncWorker {
   std::shared_ptr<ModelHandle> model_;
   std::vector<MediaInput> inputs_;
   bool addSpecial_, parseSpecial_;
-  double maxPixels_;
+  double maxPixels_, maxAudioSeconds_;
   std::vector<Key> keys_;
   std::vector<llama_token> tokens_;
   MediaList list_;
   int32_t part_ = -1;
 };
 
-// tokenizeMedia(model, parts: Array<string | Uint8Array>, addSpecial, parseSpecial, maxPixels)
+// tokenizeMedia(model, parts: Array<string | Uint8Array>, addSpecial, parseSpecial, maxPixels, maxAudioSeconds)
 //   -> Promise<{ tokens: Int32Array, media: External, runs: number[] (start, length)... }>
 Napi::Value TokenizeMedia(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
@@ -284,7 +310,9 @@ Napi::Value TokenizeMedia(const Napi::CallbackInfo &info) {
   const bool addSpecial = info[2].ToBoolean();
   const bool parseSpecial = info[3].ToBoolean();
   LLAMUX_REQUIRE_NUMBER(info, 4, "maxPixels");
-  auto *w = new TokenizeWorker(env, h, std::move(inputs), addSpecial, parseSpecial, info[4].As<Napi::Number>().DoubleValue());
+  LLAMUX_REQUIRE_NUMBER(info, 5, "maxAudioSeconds");
+  auto *w = new TokenizeWorker(env, h, std::move(inputs), addSpecial, parseSpecial, info[4].As<Napi::Number>().DoubleValue(),
+                               info[5].As<Napi::Number>().DoubleValue());
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;

@@ -47,7 +47,7 @@ export async function prepareChatMedia(model: Model, messages: readonly ChatMess
         // private-use characters around a nonce: no template writes them, no user text holds this one
         const placeholder = `\u{E000}${nonce}:${count}\u{E001}`;
         jobs.push(
-          native.tokenizeMedia(model.nativeHandle(), [bytes], false, false, model.mediaLimits.maxPixels).then(
+          native.tokenizeMedia(model.nativeHandle(), [bytes], false, false, model.mediaLimits.maxPixels, model.mediaLimits.maxAudioSeconds).then(
             (r) => void media.set(placeholder, r.tokens),
             (e) => {
               const err = fromNative(e);

@@ -6,6 +6,7 @@
 import { LlamuxError, abortError, fromNative, isLlamuxError } from '../errors.js';
 import type { PromptPart } from '../options.js';
 import { native, type NativeMediaList } from '../native/binding.js';
+import { audioHeader } from './audio-header.js';
 import type { ModelHandle } from '../model/handle.js';
 import type { MediaLimits, ModelCapabilities } from '../model/types.js';
 
@@ -106,6 +107,13 @@ export function checkMediaPart(model: ModelHandle, p: Exclude<PromptPart, { type
   if (s.kind !== p.type) throw new LlamuxError('INVALID_ARGUMENT', `${where}: the bytes are ${s.format} ${s.kind}, not ${p.type}`);
   if (s.kind === 'image' && !caps.vision) throw new LlamuxError('UNSUPPORTED', `${where}: this model's projector reads no images`);
   if (s.kind === 'audio' && !caps.audio) throw new LlamuxError('UNSUPPORTED', `${where}: this model's projector reads no audio`);
+  if (s.kind === 'audio') {
+    const h = audioHeader(data, s.format);
+    if (h.problem !== undefined) throw new LlamuxError('INVALID_ARGUMENT', `${where}: ${h.problem}`);
+    if (h.seconds !== undefined && h.seconds > limits.maxAudioSeconds) {
+      throw new LlamuxError('INVALID_ARGUMENT', `${where}: ${h.seconds.toFixed(2)} s of ${s.format} audio, over mediaLimits.maxAudioSeconds (${limits.maxAudioSeconds})`);
+    }
+  }
   if (s.width !== undefined && s.height !== undefined) {
     if (s.width === 0 || s.height === 0) throw new LlamuxError('INVALID_ARGUMENT', `${where}: the ${s.format} header gives an empty image (${s.width}x${s.height})`);
     if (s.width * s.height > limits.maxPixels) {
@@ -158,7 +166,7 @@ export async function mediaPromptTokens(
   const stack = new Error().stack;
   let r;
   try {
-    r = await native.tokenizeMedia(model.nativeHandle(), wire, o.addSpecial, o.parseSpecial, model.mediaLimits.maxPixels);
+    r = await native.tokenizeMedia(model.nativeHandle(), wire, o.addSpecial, o.parseSpecial, model.mediaLimits.maxPixels, model.mediaLimits.maxAudioSeconds);
   } catch (e) {
     const err = fromNative(e, stack);
     const part = (e as { part?: unknown })?.part;

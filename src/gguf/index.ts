@@ -87,4 +87,6 @@ export type {
 export { BERT_DIMS, buildEmbeddingSpec, EMBEDDING_MODEL_NAMES, ensureEmbeddingModels, POOLING_TYPE } from './zoo/embedding.js';
 export type { EmbeddingModelDescription, EmbeddingModelName, PoolingName } from './zoo/embedding.js';
 export { buildProjectorSpec } from './projector.js';
+export { buildAudioProjectorSpec } from './audio-projector.js';
+export type { AudioProjectorDescription, AudioProjectorOptions } from './audio-projector.js';
 export type { ProjectorDescription, ProjectorOptions } from './projector.js';

@@ -14,6 +14,35 @@ import { hashSeed, Prng } from './prng.js';
 import { val } from './types.js';
 import type { GgufSpec, GgufTensorSpec, GgufValue } from './types.js';
 
+/**
+ * The tensor list of a generated projector and its two kinds of F32 tensors: `rand` (uniform in
+ * ±scale from a stream seeded by the file's seed and the tensor's name, so a tensor's values do
+ * not depend on the others) and `fill` (a constant). Shared by the projector generators.
+ */
+export function projectorTensors(seed: number): {
+  tensors: GgufTensorSpec[];
+  rand: (name: string, shape: number[], scale?: number) => void;
+  fill: (name: string, shape: number[], value: number) => void;
+} {
+  const tensors: GgufTensorSpec[] = [];
+  const rand = (name: string, shape: number[], scale = 1 / Math.sqrt(shape[0]!)): void => {
+    let prng: Prng | undefined;
+    tensors.push({
+      name,
+      shape,
+      type: 'F32',
+      data: (start, buf) => {
+        if (start === 0 || prng === undefined) prng = new Prng(hashSeed(seed, `mmproj:${name}`));
+        prng.fillUniform(buf, scale);
+      },
+    });
+  };
+  const fill = (name: string, shape: number[], value: number): void => {
+    tensors.push({ name, shape, type: 'F32', data: (_s, buf) => buf.fill(value) });
+  };
+  return { tensors, rand, fill };
+}
+
 /** Options of {@link buildProjectorSpec}. */
 export interface ProjectorOptions {
   /** The text model's embedding width (llama_model_n_embd_inp): the projector's output width. */
@@ -63,22 +92,7 @@ export function buildProjectorSpec(options: ProjectorOptions): { spec: GgufSpec;
   if (v % heads !== 0) throw new RangeError(`visionEmbd ${v} must be a multiple of heads ${heads}`);
   if (ff === v) throw new RangeError('feedForward must differ from visionEmbd (clip.cpp swaps up/down when they look transposed)');
   const nPatches = side * side;
-  const tensors: GgufTensorSpec[] = [];
-  const rand = (name: string, shape: number[], scale = 1 / Math.sqrt(shape[0]!)): void => {
-    let prng: Prng | undefined;
-    tensors.push({
-      name,
-      shape,
-      type: 'F32',
-      data: (start, buf) => {
-        if (start === 0 || prng === undefined) prng = new Prng(hashSeed(seed, `mmproj:${name}`));
-        prng.fillUniform(buf, scale);
-      },
-    });
-  };
-  const fill = (name: string, shape: number[], value: number): void => {
-    tensors.push({ name, shape, type: 'F32', data: (_s, buf) => buf.fill(value) });
-  };
+  const { tensors, rand, fill } = projectorTensors(seed);
   // conv2d kernel in ggml order: [kernel w, kernel h, in channels, out channels]
   rand('v.patch_embd.weight', [patch, patch, 3, v], 1 / Math.sqrt(patch * patch * 3));
   rand('v.patch_embd.bias', [v], 0.1);

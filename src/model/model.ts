@@ -37,8 +37,8 @@ export interface ProjectorReport {
 }
 
 const NO_MEDIA: ModelCapabilities = Object.freeze({ vision: false, audio: false });
-/** The default media bounds: 16 megapixels, 16 media, 32 MiB each. */
-export const DEFAULT_MEDIA_LIMITS: MediaLimits = Object.freeze({ maxPixels: 16_777_216, maxPerPrompt: 16, maxBytes: 32 * 1024 * 1024 });
+/** The default media bounds: 16 megapixels, 16 media, 32 MiB each, 5 minutes of audio. */
+export const DEFAULT_MEDIA_LIMITS: MediaLimits = Object.freeze({ maxPixels: 16_777_216, maxPerPrompt: 16, maxBytes: 32 * 1024 * 1024, maxAudioSeconds: 300 });
 
 declare module './handle.js' {
   /** `ctx.model` is this class (src/model/handle.ts, RegisteredModel). */

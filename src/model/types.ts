@@ -115,5 +115,8 @@ export interface MediaLimits {
   readonly maxPerPrompt: number;
   /** Largest encoded media part, in bytes. */
   readonly maxBytes: number;
+  /** Longest audio part, in seconds: checked from a WAV or FLAC header before decoding, and on
+   * the decoded samples for every format (MP3 headers do not say). */
+  readonly maxAudioSeconds: number;
 }
 

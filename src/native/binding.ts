@@ -124,7 +124,7 @@ export interface NativeBinding {
   projectorInfo(model: NativeModel): NativeProjectorInfo | null;
   /** A prompt's parts (text, and encoded media: PNG, JPEG, ... WAV, MP3) to tokens on a libuv
    * thread; bad media rejects with INVALID_ARGUMENT and `part` (its index). */
-  tokenizeMedia(model: NativeModel, parts: Array<string | Uint8Array>, addSpecial: boolean, parseSpecial: boolean, maxPixels: number): Promise<NativeMediaPrompt>;
+  tokenizeMedia(model: NativeModel, parts: Array<string | Uint8Array>, addSpecial: boolean, parseSpecial: boolean, maxPixels: number, maxAudioSeconds: number): Promise<NativeMediaPrompt>;
   /** libmtmd's default media marker. */
   mediaMarker: string;
   /** Tests only: the embeddings (tokens x embedding width) the projector computes for one encoded medium. */

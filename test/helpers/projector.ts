@@ -3,7 +3,15 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildProjectorSpec, writeGgufFile, type ProjectorDescription, type ProjectorOptions } from '../../src/gguf/index.js';
+import {
+  buildAudioProjectorSpec,
+  buildProjectorSpec,
+  writeGgufFile,
+  type AudioProjectorDescription,
+  type AudioProjectorOptions,
+  type ProjectorDescription,
+  type ProjectorOptions,
+} from '../../src/gguf/index.js';
 import { projectRoot } from './paths.js';
 
 const dir = join(projectRoot, '.cache', 'mmproj');
@@ -15,6 +23,18 @@ export async function ensureProjector(options: ProjectorOptions): Promise<Projec
   const key = createHash('sha256').update(JSON.stringify({ v: GENERATOR_VERSION, ...options })).digest('hex').slice(0, 16);
   const path = join(dir, `gemma3-${key}.gguf`);
   const built = buildProjectorSpec(options);
+  if (!existsSync(path)) {
+    mkdirSync(dir, { recursive: true });
+    await writeGgufFile(path, built.spec);
+  }
+  return { ...built.description, path };
+}
+
+/** A qwen2a-style audio projector (src/gguf/audio-projector.ts) for a text model `projectionDim` wide. */
+export async function ensureAudioProjector(options: AudioProjectorOptions): Promise<AudioProjectorDescription & { path: string }> {
+  const key = createHash('sha256').update(JSON.stringify({ v: GENERATOR_VERSION, ...options })).digest('hex').slice(0, 16);
+  const path = join(dir, `qwen2a-${key}.gguf`);
+  const built = buildAudioProjectorSpec(options);
   if (!existsSync(path)) {
     mkdirSync(dir, { recursive: true });
     await writeGgufFile(path, built.spec);
