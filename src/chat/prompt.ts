@@ -50,6 +50,12 @@ export interface BuildChatPromptOptions {
   maxTokens?: number;
   /** Placeholders in message contents and the tokens that replace them (src/chat/media.ts). */
   media?: ReadonlyMap<string, ArrayLike<number>>;
+  /**
+   * Character offsets of the rendered text (given it) whose token positions the caller needs
+   * (prompt-cache breakpoints): the text is tokenized in separate pieces at each, so the
+   * position is exact and a prompt sharing the text up to it shares its tokens up to it too.
+   */
+  marks?: (text: string) => readonly number[];
 }
 
 export interface ChatPrompt {
@@ -67,9 +73,11 @@ export interface ChatPrompt {
   rerendered: string[];
   /** Tokens inserted verbatim (spans and preludes). */
   splicedTokens: number;
+  /** With `marks`: the tokens before each mark (a mark inside a spliced span counts the tokens before the span). */
+  markTokens: number[];
 }
 
-type Segment = { kind: 'text'; text: string; parseSpecial: boolean } | { kind: 'tokens'; tokens: ArrayLike<number> };
+type Segment = { kind: 'text'; text: string; parseSpecial: boolean; from: number } | { kind: 'tokens'; tokens: ArrayLike<number>; from: number; to: number };
 
 interface Region {
   start: number;
@@ -329,6 +337,8 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     regions.sort((a, b) => a.start - b.start);
   }
   const maxTokens = options.maxTokens;
+  const marks = options.marks ? [...options.marks(text)] : [];
+  for (const m of marks) if (m > 0 && m < text.length) cuts.push(m);
   const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages, maxTokens), ...protectedToolRanges(model, text, tools ?? [], maxTokens)]);
   const segments = segment(text, regions, cuts, prot);
   const addBos = !(template.bosToken !== '' && text.startsWith(template.bosToken));
@@ -336,7 +346,12 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
   let total = 0;
   let spliced = 0;
   let first = true;
+  // a mark counts the tokens of the segments that start before it (its own cut starts one)
+  const markTokens = marks.map(() => 0);
   for (const seg of segments) {
+    marks.forEach((m, i) => {
+      if (seg.from < m) markTokens[i] = total;
+    });
     let toks: ArrayLike<number>;
     if (seg.kind === 'tokens') {
       toks = seg.tokens;
@@ -349,6 +364,10 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     first = false;
     parts.push(toks);
     total += toks.length;
+    const end = seg.kind === 'text' ? seg.from + seg.text.length : seg.to;
+    marks.forEach((m, i) => {
+      if (end <= m) markTokens[i] = total;
+    });
   }
   if (segments.length === 0 && addBos) {
     const bos = model.tokenize('', { addSpecial: true });
@@ -361,7 +380,7 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     tokens.set(p, o);
     o += p.length;
   }
-  return { text, tokens, replayed, unknown, unlocated, rerendered, splicedTokens: spliced };
+  return { text, tokens, replayed, unknown, unlocated, rerendered, splicedTokens: spliced, markTokens };
 }
 
 function concatTokens(a: ArrayLike<number>, b: ArrayLike<number>): Int32Array {
@@ -385,14 +404,14 @@ function segment(text: string, regions: Region[], cuts: number[], prot: Array<[n
     const points = [...bounds].filter((p) => p > from && p < to).sort((x, y) => x - y);
     let start = from;
     for (const p of [...points, to]) {
-      if (p > start) out.push({ kind: 'text', text: text.slice(start, p), parseSpecial: !isProtected(start, p) });
+      if (p > start) out.push({ kind: 'text', text: text.slice(start, p), parseSpecial: !isProtected(start, p), from: start });
       start = p;
     }
   };
   let pos = 0;
   for (const r of regions) {
     pushText(pos, r.start);
-    out.push({ kind: 'tokens', tokens: r.tokens });
+    out.push({ kind: 'tokens', tokens: r.tokens, from: r.start, to: r.end });
     pos = r.end;
   }
   pushText(pos, text.length);

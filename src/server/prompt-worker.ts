@@ -7,6 +7,7 @@ import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { native } from '../native/binding.js';
 import { isLlamuxError } from '../errors.js';
 import { loadModel } from '../model/load.js';
+import { markOffsets, type PromptMarks } from './prompt-marks.js';
 
 /** What the pool hands a new worker. */
 export interface PromptWorkerData {
@@ -31,12 +32,15 @@ export interface PromptJobMessage {
   variables?: Record<string, unknown>;
   /** Media placeholders in the messages and their tokens (src/chat/media.ts prepareChatMedia). */
   media?: Array<[string, Int32Array]>;
+  /** Token positions to locate (prompt-cache breakpoints, cache-breakpoints.ts; prompt-marks.ts). */
+  marks?: PromptMarks;
 }
+
 
 export type PromptWorkerReply =
   | { type: 'ready' }
   | { type: 'fatal'; message: string }
-  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; rerendered: string[]; splicedTokens: number }
+  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; rerendered: string[]; splicedTokens: number; markTokens: number[] }
   | { type: 'error'; id: number; code: string; message: string };
 
 async function main(): Promise<void> {
@@ -71,8 +75,11 @@ async function main(): Promise<void> {
         replay: (call) => job.replay[call.id],
         ...(job.media ? { media: new Map(job.media) } : {}),
         ...(data.maxTokens !== undefined ? { maxTokens: data.maxTokens } : {}),
+        ...(job.marks
+          ? { marks: (text: string) => markOffsets(text, job.marks!, (v) => template.renderUnchecked(v.messages, v.tools, true, job.variables)) }
+          : {}),
       });
-      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens };
+      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens, markTokens: p.markTokens };
       port.postMessage(reply, [p.tokens.buffer as ArrayBuffer]);
       return;
     } catch (e) {
