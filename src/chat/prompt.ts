@@ -5,6 +5,7 @@ import type { Context } from '../engine/context.js';
 import { LlamuxError, isLlamuxError } from '../errors.js';
 import { TokenAttribute, type Model } from '../model/model.js';
 import type { ChatTemplate } from './template.js';
+import { tokenBoundaryAt } from './token-offsets.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from './types.js';
 
 /** What llamux knows of a tool call the model generated: its exact span. */
@@ -52,8 +53,8 @@ export interface BuildChatPromptOptions {
   media?: ReadonlyMap<string, ArrayLike<number>>;
   /**
    * Character offsets of the rendered text (given it) whose token positions the caller needs
-   * (prompt-cache breakpoints): the text is tokenized in separate pieces at each, so the
-   * position is exact and a prompt sharing the text up to it shares its tokens up to it too.
+   * (prompt-cache breakpoints). They never change the tokenization (the tokens are those of the
+   * same call without marks): each is the last token boundary at or before its offset.
    */
   marks?: (text: string) => readonly number[];
 }
@@ -73,7 +74,10 @@ export interface ChatPrompt {
   rerendered: string[];
   /** Tokens inserted verbatim (spans and preludes). */
   splicedTokens: number;
-  /** With `marks`: the tokens before each mark (a mark inside a spliced span counts the tokens before the span). */
+  /**
+   * With `marks`: the tokens that end at or before each mark (a mark inside a spliced span
+   * counts the tokens before the span).
+   */
   markTokens: number[];
 }
 
@@ -338,7 +342,6 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
   }
   const maxTokens = options.maxTokens;
   const marks = options.marks ? [...options.marks(text)] : [];
-  for (const m of marks) if (m > 0 && m < text.length) cuts.push(m);
   const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages, maxTokens), ...protectedToolRanges(model, text, tools ?? [], maxTokens)]);
   const segments = segment(text, regions, cuts, prot);
   const addBos = !(template.bosToken !== '' && text.startsWith(template.bosToken));
@@ -346,13 +349,16 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
   let total = 0;
   let spliced = 0;
   let first = true;
-  // a mark counts the tokens of the segments that start before it (its own cut starts one)
+  // A mark counts the tokens of the segments that end at or before it, plus, inside a text
+  // segment, its tokens that end at or before it (token-offsets.ts).
   const markTokens = marks.map(() => 0);
+  const pieces = new Map<number, Uint8Array>();
   for (const seg of segments) {
     marks.forEach((m, i) => {
       if (seg.from < m) markTokens[i] = total;
     });
     let toks: ArrayLike<number>;
+    let lead = 0;
     if (seg.kind === 'tokens') {
       toks = seg.tokens;
       spliced += toks.length;
@@ -360,11 +366,17 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
       // Past maxTokens the prompt cannot fit: stop there (CONTEXT_OVERFLOW).
       const left = maxTokens === undefined ? {} : { maxTokens: Math.max(1, maxTokens - total) };
       toks = model.tokenize(seg.text, { addSpecial: first && addBos, parseSpecial: seg.parseSpecial, ...left });
+      if (first && addBos && marks.length > 0) lead = leadingSpecial(model, toks);
     }
     first = false;
     parts.push(toks);
-    total += toks.length;
     const end = seg.kind === 'text' ? seg.from + seg.text.length : seg.to;
+    if (seg.kind === 'text') {
+      marks.forEach((m, i) => {
+        if (m > seg.from && m < end) markTokens[i] = total + tokenBoundaryAt(model, toks, seg.text, m - seg.from, lead, pieces);
+      });
+    }
+    total += toks.length;
     marks.forEach((m, i) => {
       if (end <= m) markTokens[i] = total;
     });
@@ -381,6 +393,14 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     o += p.length;
   }
   return { text, tokens, replayed, unknown, unlocated, rerendered, splicedTokens: spliced, markTokens };
+}
+
+/** How many tokens tokenize('', addSpecial) puts before the text (a BOS): they spell none of it. */
+function leadingSpecial(model: Model, toks: ArrayLike<number>): number {
+  const bos = model.tokenize('', { addSpecial: true, parseSpecial: false });
+  let n = 0;
+  while (n < bos.length && n < toks.length && toks[n] === bos[n]) n++;
+  return n;
 }
 
 function concatTokens(a: ArrayLike<number>, b: ArrayLike<number>): Int32Array {

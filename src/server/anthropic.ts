@@ -9,7 +9,7 @@ import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, 
 import type { HandlerOptions } from './openai.js';
 import { conversationHeader, type ChatRequest, type ChatService, type ServiceEvent, type ToolChoice, type Usage } from './service.js';
 import type { MarkVariant } from './prompt-marks.js';
-import { collectBreakpoints, promptCacheOf, promptMarks, type Breakpoint, type CacheableRequest, type RetentionPlan } from './cache-breakpoints.js';
+import { collectBreakpoints, promptCacheOf, promptMarks, withAutomaticBreakpoint, type Breakpoint, type CacheableRequest, type RetentionPlan } from './cache-breakpoints.js';
 
 const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
 // Checked (with Anthropic's errors) by collectBreakpoints (cache-breakpoints.ts).
@@ -87,6 +87,8 @@ export const MessagesRequestSchema = z
       ])
       .optional(),
     service_tier: z.string().optional(),
+    /** Automatic prompt caching: a breakpoint on the last block (cache-breakpoints.ts withAutomaticBreakpoint). */
+    cache_control: cacheControl,
   })
   .strict();
 type MessagesRequest = z.output<typeof MessagesRequestSchema>;
@@ -258,9 +260,10 @@ function usageOf(service: ChatService, plan: RetentionPlan | undefined, u: Usage
 }
 
 /** The request's breakpoints, and the marks the prompt worker locates for them. */
-function breakpointsOf(body: CacheableRequest, chatReq: ChatRequest): Breakpoint[] {
-  const breakpoints = collectBreakpoints(body, toRendered);
-  if (breakpoints.length > 0) chatReq.marks = promptMarks(body, breakpoints, toRendered);
+function breakpointsOf(body: CacheableRequest & { cache_control?: unknown }, chatReq: ChatRequest): Breakpoint[] {
+  const r = withAutomaticBreakpoint(body, body.cache_control);
+  const breakpoints = collectBreakpoints(r, toRendered);
+  if (breakpoints.length > 0) chatReq.marks = promptMarks(r, breakpoints, toRendered);
   return breakpoints;
 }
 
@@ -269,7 +272,7 @@ export async function handleCountTokens(req: IncomingMessage, res: ServerRespons
   checkBlocks(raw, service.model.capabilities.vision);
   const body = parseBody(CountTokensRequestSchema, raw);
   const chatReq = toChatRequest(body, undefined, o.tenant);
-  // The same breakpoints cut the prompt's tokenization the same way as in /v1/messages.
+  // Breakpoints never change the prompt's tokens; they are checked as in /v1/messages.
   breakpointsOf(body, chatReq);
   const prepared = await service.prepare(chatReq, o.signal);
   sendJson(res, 200, { input_tokens: prepared.prompt.tokens.length + prepared.truncatedTokens });

@@ -1,6 +1,7 @@
 // Anthropic prompt caching: `cache_control` breakpoints on tools, system blocks and message
-// blocks become token positions of the rendered prompt (located by the prompt worker, exact:
-// the prompt is tokenized in separate pieces at each), then the engine's `retainPrefixes`
+// blocks (or the request's own, on its last block) become token positions of the rendered
+// prompt (located by the prompt worker: the last token boundary at or before each, the prompt
+// tokenized exactly as without breakpoints), then the engine's `retainPrefixes`
 // (native/kv/prefix_retention.h): the prefix up to each is saved to the RAM and disk tiers
 // when a request prefills it and kept there for its ttl, ahead of unretained states. This
 // module validates the breakpoints, builds what the worker needs to locate them, turns the
@@ -89,13 +90,15 @@ function markedBlock(b: BlockLike, mark: string): BlockLike {
 const markTool = (mark: string): ToolLike => ({ name: `${mark[0]}_llamux_cache_mark`, description: mark, input_schema: { type: 'object', properties: {} } });
 const markCall = (mark: string): BlockLike => ({ type: 'tool_use', id: `toolu_${mark[0]}llamuxmark`, name: `${mark[0]}_llamux_cache_mark`, input: {} });
 
+/** `path`: the owner of the field (`system.0`), or '' for the request's own. */
 function control(v: unknown, path: string): Control {
   if (v === undefined || v === null) return undefined;
+  const field = path === '' ? 'cache_control' : `${path}.cache_control`;
   const parsed = CacheControlSchema.safeParse(v);
   if (!parsed.success) {
     const ttl = (v as { ttl?: unknown })?.ttl;
     const why = ttl !== undefined && ttl !== '5m' && ttl !== '1h' ? `ttl must be "5m" or "1h", not ${JSON.stringify(ttl)}` : 'expected {"type": "ephemeral", "ttl"?: "5m" | "1h"}';
-    throw new HttpError(400, 'invalid_request', `${path}.cache_control: ${why}`, `${path}.cache_control`);
+    throw new HttpError(400, 'invalid_request', `${field}: ${why}`, field);
   }
   return parsed.data;
 }
@@ -166,6 +169,30 @@ export function collectBreakpoints(r: CacheableRequest, toChat: ToChat): Breakpo
     throw new HttpError(400, 'invalid_request', `${out[lateLong]!.path}.cache_control: a ttl="1h" breakpoint must not come after a ttl="5m" one (${out[firstShort]!.path}); longer ttls come first`);
   }
   return out;
+}
+
+/**
+ * Anthropic's request-level `cache_control` (automatic caching): a breakpoint on the last block
+ * that can carry one (thinking blocks cannot), so it moves on with the conversation. The request
+ * is returned with it placed there (a string content becomes one text block, which renders the
+ * same); a block with a cache_control of its own keeps it. Without one, the request unchanged.
+ * @throws HttpError 400: a malformed cache_control
+ */
+export function withAutomaticBreakpoint<R extends CacheableRequest>(r: R, v: unknown): R {
+  const c = control(v, '');
+  if (!c) return r;
+  for (let i = r.messages.length - 1; i >= 0; i--) {
+    const msg = r.messages[i]!;
+    const blocks: BlockLike[] = typeof msg.content === 'string' ? (msg.content.length > 0 ? [{ type: 'text', text: msg.content }] : []) : msg.content;
+    let j = blocks.length - 1;
+    while (j >= 0 && (blocks[j]!.type === 'thinking' || blocks[j]!.type === 'redacted_thinking')) j--;
+    if (j < 0) continue;
+    const b = blocks[j]!;
+    if ('cache_control' in b && b.cache_control !== undefined && b.cache_control !== null) return r;
+    const marked = blocks.map((x, k) => (k === j ? { ...x, cache_control: c } : x));
+    return { ...r, messages: r.messages.map((m, k) => (k === i ? { ...m, content: marked } : m)) } as R;
+  }
+  return r;
 }
 
 /**

@@ -1,6 +1,7 @@
 // Marks in a rendered prompt (prompt-cache breakpoints, cache-breakpoints.ts): a mark is where
 // the prompt stops agreeing with renderings of the same conversation altered only after it.
-// The prompt worker locates them; the prompt builder tokenizes the prompt in pieces there.
+// The prompt worker locates them; the prompt builder turns each into the last token boundary at
+// or before it (src/chat/token-offsets.ts), the tokens unchanged.
 import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 
 /** The conversation of a prompt job, altered after a mark. */
