@@ -521,7 +521,8 @@ export async function runAgentTrafficBench(opts: AgentTrafficOptions = {}): Prom
       'llamux TTFT ms': fmt(t.ttftMs),
       ...(l ? { 'llama-server prefilled': fmt(l[k]!.prefilled, 0), 'llama-server TTFT ms': fmt(l[k]!.ttftMs), 'llamux / llama-server TTFT': `${(t.ttftMs / l[k]!.ttftMs).toFixed(2)}x` } : {}),
     }));
-    out.push(table(`agent-traffic: ${SHAPE_LABELS[shape]}`, rows));
+    const label = shape === 'claude-code' && opts.cacheControl === false ? SHAPE_LABELS[shape].replace('cache_control', 'no cache_control (--no-cache-control)') : SHAPE_LABELS[shape];
+    out.push(table(`agent-traffic: ${label}`, rows));
     const excess = run.turns.map((t, k) => (k > 0 ? t.prefilled - fresh[k]! : 0));
     const over = excess.map((e, k) => (e > 0 ? k : -1)).filter((k) => k > 0);
     const maxExcess = Math.max(...excess);

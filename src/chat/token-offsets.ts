@@ -25,7 +25,7 @@ export function tokenBoundaryAt(model: Model, tokens: ArrayLike<number>, text: s
     }
     let p = piece;
     // SentencePiece's space prefix: the first piece has a space the text does not
-    if (i === skip && p.length > 0 && p[0] === 0x20 && target[0] !== 0x20 && text.length > 0 && text[0] !== ' ') p = p.subarray(1);
+    if (i === skip && p.length > 0 && p[0] === 0x20 && text[0] !== ' ') p = p.subarray(1);
     if (pos + p.length > target.length) break;
     if (!matches(target, pos, p)) break;
     pos += p.length;
