@@ -89,7 +89,8 @@ for (const suite of suites) {
     console.log(await runBoundedBench(common));
   } else if (suite === 'agent-traffic') {
     const { runAgentTrafficBench } = await import('./workloads/agent-traffic.js');
-    console.log(await runAgentTrafficBench(common));
+    // --no-cache-control: the claude-code shape without its breakpoints (to compare)
+    console.log(await runAgentTrafficBench({ ...common, ...(args.includes('--no-cache-control') ? { cacheControl: false } : {}) }));
   } else if (suite === 'correctness') {
     // `-- --url URL`: check that server instead of starting llamux and llama-server
     const url = args.find((a) => a.startsWith('--url='))?.slice('--url='.length) ?? (args.includes('--url') ? args[args.indexOf('--url') + 1] : undefined);

@@ -8,7 +8,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Agent, type AgentEvent } from './agent/index.js';
 import { fromNative, isLlamuxError } from './errors.js';
 import { MARKER_PRESETS, detectMarkerPreset } from './engine/markers.js';
-import { UsageError, intArg, parseGpuMemory, parseMarkersArg, parseRpcList, progressPrinter, specArgs, takeLoraScaled } from './cli/args.js';
+import { UsageError, intArg, parseGpuMemory, parseMarkersArg, parsePromptCacheTtl, parseRpcList, progressPrinter, specArgs, takeLoraScaled } from './cli/args.js';
 
 export { parseMarkersArg, parseRpcList } from './cli/args.js';
 import { loadModel, planForFile } from './model/load.js';
@@ -68,6 +68,7 @@ async function serve(argv: string[]): Promise<void> {
     'session-ttl': { type: 'string' },
     'cache-ram': { type: 'string' },
     'cache-dir': { type: 'string' },
+    'prompt-cache-ttl': { type: 'string' },
     store: { type: 'string' },
     'chat-template': { type: 'string' },
     'max-body': { type: 'string' },
@@ -137,6 +138,7 @@ async function serve(argv: string[]): Promise<void> {
     ...Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)),
     ...(cacheRamMb !== undefined ? { cacheRamMb } : {}),
     ...(values['cache-dir'] !== undefined ? { cacheDir: values['cache-dir'] } : {}),
+    ...(values['prompt-cache-ttl'] !== undefined ? { promptCacheTtlMs: parsePromptCacheTtl(values['prompt-cache-ttl']) } : {}),
     ...(values.store !== undefined ? { storePath: values.store } : {}),
     ...(values['chat-template'] !== undefined ? { chatTemplate: readFileSync(values['chat-template'], 'utf8') } : {}),
     ...(maxBodyBytes !== undefined ? { maxBodyBytes } : {}),

@@ -439,6 +439,18 @@ const GenerateFieldsSchema = SamplingOptionsSchema.extend({
   overflow: z.enum(['stop', 'shift', 'reprefill']).default('stop'),
   /** Tokens a context shift keeps at the start (a leading BOS is kept besides, as llama-server counts n_keep); -1: the whole prompt. */
   nKeep: z.number().int().min(-1).max(1 << 24).default(0),
+  /**
+   * Prompt-cache breakpoints (at most 4, ascending): the KV of the prompt's first `tokens` tokens
+   * is saved to the RAM and disk tiers when this request prefills it, and kept there for `ttlMs`
+   * ahead of unretained states (a hint under the tiers' budgets; a breakpoint the request reused
+   * from a saved state extends its retention). The result's `cache.retainedTokens` and
+   * `cache.retainRefused` report what was kept. Not with a cacheScope (scoped KV stays out of the tiers).
+   */
+  retainPrefixes: z
+    .array(z.object({ tokens: z.number().int().min(1).max(2 ** 31 - 1), ttlMs: z.number().int().min(1).max(2 ** 31 - 1) }).strict())
+    .max(4)
+    .refine((a) => a.every((p, i) => i === 0 || p.tokens > a[i - 1]!.tokens), { message: 'retainPrefixes must ascend by tokens' })
+    .optional(),
   /** Events buffered for a slow consumer before its sequence pauses. */
   highWaterMark: positiveInt.default(256),
 }).strict();
@@ -459,7 +471,7 @@ export type GenerateOptions = z.input<typeof GenerateOptionsSchema>;
 export type ParsedGenerateOptions = z.output<typeof GenerateOptionsSchema>;
 
 /** `session.continue()` / `ctx.continue()`: generate options without a prompt, plus `expectCommitted`. */
-export const ContinueOptionsSchema = GenerateFieldsSchema.omit({ prompt: true, sessionId: true, parentKey: true })
+export const ContinueOptionsSchema = GenerateFieldsSchema.omit({ prompt: true, sessionId: true, parentKey: true, retainPrefixes: true })
   .extend({
     /** The caller's view of the committed tokens; a difference fails with TRANSCRIPT_MISMATCH. */
     expectCommitted: z.union([z.custom<Int32Array>((v) => v instanceof Int32Array, { message: 'expected an Int32Array' }), tokenIdArray]).optional(),
@@ -469,7 +481,7 @@ export const ContinueOptionsSchema = GenerateFieldsSchema.omit({ prompt: true, s
 export type ParsedContinueOptions = z.output<typeof ContinueOptionsSchema>;
 
 /** `ctx.infill()`: generate options without a prompt, plus the text around the cursor (src/engine/infill.ts builds the prompt). */
-export const InfillOptionsSchema = GenerateFieldsSchema.omit({ prompt: true, sessionId: true, parentKey: true })
+export const InfillOptionsSchema = GenerateFieldsSchema.omit({ prompt: true, sessionId: true, parentKey: true, retainPrefixes: true })
   .extend({
     /** The code before the cursor. */
     prefix: z.string(),

@@ -119,6 +119,8 @@ interface TurnOptions {
   budget: number;
   resultTokens: number;
   maxTokens: number;
+  /** claude-code: send the cache_control breakpoints (default true; --no-cache-control compares without). */
+  cacheControl: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -132,13 +134,14 @@ async function claudeCode(o: TurnOptions): Promise<ShapeRun> {
   for (let k = 0; k <= o.turns; k++) {
     progress(`agent-traffic: llamux, claude-code, turn ${k}/${o.turns}`);
     // The breakpoint on the last block of the last message only, as Claude Code moves it.
+    const cc = o.cacheControl ? { cache_control: { type: 'ephemeral' } } : {};
     const sent = messages.map((m, i) =>
-      i === messages.length - 1 ? { ...m, content: m.content.map((b, j) => (j === m.content.length - 1 ? { ...b, cache_control: { type: 'ephemeral' } } : b)) } : m,
+      i === messages.length - 1 ? { ...m, content: m.content.map((b, j) => (j === m.content.length - 1 ? { ...b, ...cc } : b)) } : m,
     );
     const body = {
       model: 'qwen35',
       max_tokens: o.maxTokens,
-      system: [{ type: 'text', text: SYSTEM, cache_control: { type: 'ephemeral' } }],
+      system: [{ type: 'text', text: SYSTEM, ...cc }],
       tools,
       tool_choice: { type: 'any', disable_parallel_tool_use: true },
       thinking: { type: 'enabled', budget_tokens: o.budget },
@@ -396,6 +399,8 @@ export interface AgentTrafficOptions {
   turns?: number;
   /** Tokens of the system turn with its tool schemas (about). */
   systemTokens?: number;
+  /** claude-code: with its cache_control breakpoints (default true). */
+  cacheControl?: boolean;
 }
 
 /** An OpenAI chat message as the library's prompt builder takes it. */
@@ -472,7 +477,7 @@ export async function runAgentTrafficBench(opts: AgentTrafficOptions = {}): Prom
     progress('agent-traffic: building the tool schemas');
     ({ tools, systemTokens: systemPromptTokens } = agentTools(model, opts.quick ? 8 : 16, systemTokens));
     ctx = systemPromptTokens + (turns + 1) * (maxTokens + resultTokens + 200) + 1024;
-    const o = { tools, turns, budget, resultTokens, maxTokens };
+    const o = { tools, turns, budget, resultTokens, maxTokens, cacheControl: opts.cacheControl ?? true };
     for (const shape of SHAPES) {
       // A fresh server per shape: nothing of one shape's conversation helps the next.
       const server = await createServer({ model, port: 0, ctx, parallel: 1, threads });
@@ -522,7 +527,8 @@ export async function runAgentTrafficBench(opts: AgentTrafficOptions = {}): Prom
       'llamux TTFT ms': fmt(t.ttftMs),
       ...(l ? { 'llama-server prefilled': fmt(l[k]!.prefilled, 0), 'llama-server TTFT ms': fmt(l[k]!.ttftMs), 'llamux / llama-server TTFT': `${(t.ttftMs / l[k]!.ttftMs).toFixed(2)}x` } : {}),
     }));
-    out.push(table(`agent-traffic: ${SHAPE_LABELS[shape]}`, rows));
+    const label = shape === 'claude-code' && opts.cacheControl === false ? SHAPE_LABELS[shape].replace('cache_control', 'no cache_control (--no-cache-control)') : SHAPE_LABELS[shape];
+    out.push(table(`agent-traffic: ${label}`, rows));
     const excess = run.turns.map((t, k) => (k > 0 ? t.prefilled - fresh[k]! : 0));
     const over = excess.map((e, k) => (e > 0 ? k : -1)).filter((k) => k > 0);
     const maxExcess = Math.max(...excess);
@@ -540,7 +546,7 @@ export async function runAgentTrafficBench(opts: AgentTrafficOptions = {}): Prom
       [`llamux / llama-server prefilled, turns 1-${turns}`]: l ? `${fmt(sum(run.turns.slice(1).map((t) => t.prefilled)), 0)} / ${fmt(sum(l.slice(1).map((t) => t.prefilled)), 0)}` : '-',
     });
   }
-  out.unshift(table(`agent-traffic: turn ${turns} per client shape (zoo qwen35: Qwen3.5 vocabulary and template, hybrid, random weights; system prompt ${systemPromptTokens} tokens with ${tools.length} tool schemas; ${threads} thread${threads > 1 ? 's' : ''})`, summary));
+  out.unshift(table(`agent-traffic: turn ${turns} per client shape (zoo qwen35: Qwen3.5 vocabulary and template, hybrid, random weights; system prompt ${systemPromptTokens} tokens with ${tools.length} tool schemas; ${threads} thread${threads > 1 ? 's' : ''}${opts.cacheControl === false ? '; claude-code without cache_control' : ''})`, summary));
   if (lsBin.why) out.push(`note: llama-server not measured (${lsBin.why})\n`);
   else out.push('note: llama-server gets each turn as chat completions with the full history (reasoning kept where the client kept it), cache_prompt on, one slot, max_tokens 1: its next prompt diverges right after this one (a hybrid model needs a checkpoint there), as it would after writing a whole turn of its own\n');
   const file = writeResult('agent-traffic', { mode: opts.quick ? 'quick' : 'full', turns, threads, systemPromptTokens, tools: tools.length, budget, resultTokens, llamux: runs, llamaServer: lsBin.path ? ls : { notMeasured: lsBin.why } });

@@ -6,6 +6,7 @@
 #include "engine/gauges.h"
 #include "engine/lifecycle.h"
 #include "engine/output.h"
+#include "kv/prefix_retention.h"
 #include "kv/reuse.h"
 #include "kv/reuse_planner.h"
 #include "kv/sessions.h"
@@ -184,6 +185,7 @@ Placement Admission::TryAdmit(Request &r) {
   target->lastUsed = Clock::now();
   d_.life->Place(r, *target);
   r.nPast = keep;
+  PrefixRetention(d_.tiers).Placed(r);
   d_.gauges->Update();
   if (r.preempt.resumed) return Placement::Placed;  // its stats describe the first admission
   r.stats.reusedTokens = static_cast<int32_t>(keep);

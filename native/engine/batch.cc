@@ -6,6 +6,7 @@
 #include <shared_mutex>
 
 #include "engine/context_shift.h"
+#include "kv/prefix_retention.h"
 
 #include "media/media_step.h"
 
@@ -115,6 +116,8 @@ bool Batch::Build(const std::vector<std::unique_ptr<Request>> &active) {
       size_t stop = r.nPrompt - 1;
       if (r.nPast < stop && r.nPast + n > stop) n = stop - r.nPast;
     }
+    // A prompt-cache breakpoint ends a chunk too: its prefix is saved after the commit.
+    n = PrefixRetention::Chunk(r, n);
     if (!r.time.prefillStarted) {
       r.time.prefillStarted = true;
       r.time.prefillStart = Clock::now();

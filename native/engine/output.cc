@@ -326,6 +326,8 @@ void Output::Progress(const Request &r, Clock::time_point now) {
   ev.stats.reusedTokens = r.stats.reusedTokens;
   ev.stats.prefilledTokens = static_cast<int32_t>(std::min(r.nPast, r.nPrompt)) - r.stats.reusedTokens;
   ev.stats.prefillMs = r.time.prefillStarted ? std::chrono::duration<double, std::milli>(now - r.time.prefillStart).count() : 0;
+  ev.stats.retainedTokens = r.stats.retainedTokens;
+  ev.stats.retainRefused = r.stats.retainRefused;
   Emit(std::move(ev));
 }
 

@@ -66,6 +66,13 @@ struct RequestParams {
   bool progress = false;          // a Progress event after each prefill chunk
   Overflow overflow = Overflow::Stop;
   int32_t nKeep = 0;              // tokens a context shift keeps at the start (BOS kept besides); -1: the prompt
+  // Prompt-cache breakpoints (kv/prefix_retention.h): the prefix of `tokens` prompt tokens is
+  // kept in the RAM and disk tiers for `ms`, ascending by tokens, at most 4.
+  struct RetainPoint {
+    size_t tokens = 0;
+    int64_t ms = 0;
+  };
+  std::vector<RetainPoint> retain;
   std::unique_ptr<SessionCommand> command;  // set: a session command, not a generation
   bool detectToolCalls = false;   // detect spans when the context has markers
   bool greedyToolSyntax = false;  // sample the wrapper syntax with the greedy chain
@@ -108,6 +115,8 @@ struct FinalStats {
   int32_t draftedTokens = 0;   // speculative decoding: draft tokens verified
   int32_t acceptedTokens = 0;  // of which the output kept
   int32_t shiftedTokens = 0;   // tokens a context shift dropped (prompt and generation)
+  int32_t retainedTokens = 0;  // the longest breakpoint prefix this request wrote to a tier (0: none)
+  int32_t retainRefused = 0;   // breakpoints whose prefix no tier took (budget, no tier, scoped KV)
 };
 
 enum class EventType : uint8_t {

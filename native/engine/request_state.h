@@ -115,6 +115,12 @@ struct Request {
     std::vector<uint8_t> blob;
   } disk;
 
+  // Prompt-cache breakpoints (RequestParams::retain, kv/prefix_retention.h): those before
+  // `next` are handled (saved, refreshed or refused), once, even across a preemption.
+  struct Retention {
+    size_t next = 0;
+  } retain;
+
   // KV-full preemption (preemption.cc): the request left its sequence and waits to be
   // re-admitted with every token it had (prompt + generated), recomputed from the prefix caches.
   struct Preemption {

@@ -10,6 +10,7 @@
 #include "engine/lifecycle.h"
 #include "engine/preemption.h"
 #include "engine/token_step.h"
+#include "kv/prefix_retention.h"
 #include "speculative/speculation.h"
 
 namespace llamux {
@@ -189,6 +190,8 @@ void Scheduler::Decode() {
   queue_.DecodeEnded();
   if (ret == 0) {
     batch_->Commit();  // every member's fed tokens are in its sequence's KV
+    PrefixRetention retention(tiers_.get());
+    for (Request *rp : members) retention.Committed(*rp);
     const Clock::time_point now = Clock::now();
     for (Request *rp : members) {
       Request &r = *rp;

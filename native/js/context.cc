@@ -342,6 +342,21 @@ Napi::Value Context::Submit(const Napi::CallbackInfo &info) {
   }
   p->nKeep = static_cast<int32_t>(RequireInt(env, o, "nKeep"));
   if (p->nKeep < -1) ThrowCoded(env, ErrorCode::InvalidArgument, "nKeep must be -1 (the prompt) or a count of tokens");
+  {
+    // Prompt-cache breakpoints: ascending token counts within the prompt, each with its ttl.
+    Napi::Int32Array at = RequireInt32Array(env, o, "retainAt");
+    Napi::Int32Array ms = RequireInt32Array(env, o, "retainMs");
+    if (at.ElementLength() != ms.ElementLength() || at.ElementLength() > 4) {
+      ThrowCoded(env, ErrorCode::InvalidArgument, "retainAt and retainMs must have the same length, at most 4");
+    }
+    for (size_t i = 0; i < at.ElementLength(); i++) {
+      size_t prev = p->retain.empty() ? 0 : p->retain.back().tokens;
+      if (at[i] <= 0 || static_cast<size_t>(at[i]) <= prev || static_cast<size_t>(at[i]) > p->promptTokens.size() || ms[i] <= 0) {
+        ThrowCoded(env, ErrorCode::InvalidArgument, "retainAt must ascend within the prompt and retainMs be positive");
+      }
+      p->retain.push_back({static_cast<size_t>(at[i]), static_cast<int64_t>(ms[i])});
+    }
+  }
   Napi::Value expect = o.Get("expectCommitted");
   if (!expect.IsNull()) {
     Napi::Int32Array e = RequireInt32Array(env, o, "expectCommitted");

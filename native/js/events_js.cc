@@ -24,6 +24,8 @@ Napi::Object StatsToJs(Napi::Env env, const FinalStats &s) {
   o.Set("draftedTokens", s.draftedTokens);
   o.Set("acceptedTokens", s.acceptedTokens);
   o.Set("shiftedTokens", s.shiftedTokens);
+  o.Set("retainedTokens", s.retainedTokens);
+  o.Set("retainRefused", s.retainRefused);
   return o;
 }
 
@@ -141,6 +143,8 @@ Napi::Array EventsToJs(Napi::Env env, const std::vector<Event> &batch) {
         o.Set("cached", e.stats.reusedTokens);
         o.Set("processed", e.stats.reusedTokens + e.stats.prefilledTokens);
         o.Set("ms", e.stats.prefillMs);
+        o.Set("retainedTokens", e.stats.retainedTokens);
+        o.Set("retainRefused", e.stats.retainRefused);
         break;
       case EventType::Embedded: {
         if (!e.code.empty()) {
@@ -154,6 +158,8 @@ Napi::Array EventsToJs(Napi::Env env, const std::vector<Event> &batch) {
         o.Set("dims", e.index);
         o.Set("promptTokens", e.stats.promptTokens);
         o.Set("ms", e.stats.prefillMs);
+        o.Set("retainedTokens", e.stats.retainedTokens);
+        o.Set("retainRefused", e.stats.retainRefused);
         break;
       }
       case EventType::ToolCallDelta:

@@ -77,11 +77,13 @@ DiskTier::~DiskTier() {
   if (io_.joinable()) io_.join();
 }
 
-void DiskTier::Add(std::string file, std::vector<llama_token> tokens, uint64_t bytes) {
+void DiskTier::Add(std::string file, std::vector<llama_token> tokens, uint64_t bytes,
+                   std::chrono::steady_clock::time_point retainUntil) {
   auto old = byFile_.find(file);
   if (old != byFile_.end()) {
     auto it = entries_.find(old->second);
     if (it != entries_.end()) {
+      retainUntil = std::max(retainUntil, it->second.retainUntil);
       IndexBlocks(&index_, it->second.id, it->second.tokens, block_, false);
       lru_.erase(it->second.lru);
       bytes_ -= it->second.bytes;
@@ -94,13 +96,45 @@ void DiskTier::Add(std::string file, std::vector<llama_token> tokens, uint64_t b
   e.file = std::move(file);
   e.tokens = std::move(tokens);
   e.bytes = bytes;
+  e.retainUntil = retainUntil;
+  uint64_t added = e.id;
   lru_.push_front(e.id);
   e.lru = lru_.begin();
   bytes_ += bytes;
   IndexBlocks(&index_, e.id, e.tokens, block_, true);
   byFile_[e.file] = e.id;
   entries_.emplace(e.id, std::move(e));
-  while (bytes_ > budget_ && !lru_.empty()) Remove(lru_.back());
+  while (bytes_ > budget_ && !lru_.empty()) {
+    uint64_t victim = Victim(added);
+    Remove(victim);
+    if (victim == added) break;
+  }
+}
+
+uint64_t DiskTier::Victim(uint64_t added) const {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+    if (*it != added && entries_.at(*it).retainUntil <= now) return *it;
+  }
+  const Entry &a = entries_.at(added);
+  if (a.retainUntil <= now) return added;  // an unretained write never displaces a retained one
+  uint64_t best = added;
+  for (const auto &kv : entries_) {
+    if (kv.second.retainUntil > now && kv.second.retainUntil < entries_.at(best).retainUntil) best = kv.first;
+  }
+  return best;
+}
+
+bool DiskTier::Retain(const std::vector<llama_token> &tokens, std::chrono::steady_clock::time_point until) {
+  auto f = byFile_.find(dir_ + "/" + FileNameFor(tokens));
+  if (f == byFile_.end()) return false;
+  auto it = entries_.find(f->second);
+  if (it == entries_.end() || it->second.tokens != tokens) return false;
+  it->second.retainUntil = std::max(it->second.retainUntil, until);
+  lru_.erase(it->second.lru);
+  lru_.push_front(it->first);
+  it->second.lru = lru_.begin();
+  return true;
 }
 
 void DiskTier::Remove(uint64_t id) {
@@ -153,32 +187,27 @@ void DiskTier::Load() {
   }
 }
 
-void DiskTier::Save(const std::vector<llama_token> &tokens, std::vector<uint8_t> blob) {
-  if (tokens.size() < block_) return;
+bool DiskTier::Save(const std::vector<llama_token> &tokens, std::vector<uint8_t> blob,
+                    std::chrono::steady_clock::time_point retainUntil) {
+  if (tokens.size() < block_) return false;
   uint64_t size = sizeof(Header) + tokens.size() * sizeof(llama_token) + blob.size();
-  if (size > budget_) return;
+  if (size > budget_) return false;
+  if (Retain(tokens, retainUntil)) return true;  // already on disk (now the most recent)
   std::string file = dir_ + "/" + FileNameFor(tokens);
-  if (byFile_.count(file) != 0) {
-    auto it = entries_.find(byFile_[file]);
-    if (it != entries_.end() && it->second.tokens == tokens) {
-      lru_.erase(it->second.lru);
-      lru_.push_front(it->first);
-      it->second.lru = lru_.begin();
-      return;  // already on disk
-    }
-  }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (queuedBytes_ + size > kMaxQueuedBytes) return;  // the disk is behind: skip, never block
+    if (queuedBytes_ + size > kMaxQueuedBytes) return false;  // the disk is behind: skip, never block
     queuedBytes_ += size;
     Job j;
     j.kind = Job::Write;
     j.file = std::move(file);
     j.tokens = tokens;
     j.blob = std::move(blob);
+    j.retainUntil = retainUntil;
     jobs_.push_back(std::move(j));
   }
   cv_.notify_one();
+  return true;
 }
 
 bool DiskTier::Has(const std::vector<llama_token> &tokens) {
@@ -220,7 +249,7 @@ std::vector<DiskTier::ReadResult> DiskTier::Poll() {
     written.swap(written_);
     reads.swap(reads_);
   }
-  for (auto &w : written) Add(std::move(w.file), std::move(w.tokens), w.bytes);
+  for (auto &w : written) Add(std::move(w.file), std::move(w.tokens), w.bytes, w.retainUntil);
   for (auto &r : reads) {
     if (!r.ok) {
       Remove(r.entryId);  // corrupt or vanished: never restore it
@@ -306,7 +335,7 @@ void DiskTier::IoMain() {
       bool ok = WriteFile(job, &bytes);
       std::lock_guard<std::mutex> lk(mu_);
       queuedBytes_ -= std::min(queuedBytes_, size);
-      if (ok) written_.push_back({job.file, std::move(job.tokens), bytes});
+      if (ok) written_.push_back({job.file, std::move(job.tokens), bytes, job.retainUntil});
     } else if (job.kind == Job::Read) {
       ReadResult r;
       r.requestId = job.requestId;

@@ -3,10 +3,14 @@
 // Files are written by a background I/O thread (temp file, fsync, rename), so the decode
 // loop never waits on the disk; reads for a restore also run on that thread. A file that is
 // truncated, corrupt or made for another model/KV layout is removed and never restored.
-// A byte budget is enforced with LRU eviction. The index lives on the engine thread.
+// A byte budget is enforced with LRU eviction; an entry retained until a deadline (a
+// prompt-cache breakpoint, prefix_retention.h) goes only after every unretained one, and only
+// for another retained entry. Retention lives in the index (not in the files): after a restart
+// every file is an ordinary LRU entry. The index lives on the engine thread.
 #pragma once
 #include <llama.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,6 +30,7 @@ class DiskTier {
     std::string file;
     std::vector<llama_token> tokens;
     uint64_t bytes = 0;
+    std::chrono::steady_clock::time_point retainUntil{};
     std::list<uint64_t>::iterator lru;
   };
   struct ReadResult {
@@ -41,8 +46,13 @@ class DiskTier {
   // Engine thread ----------------------------------------------------------------------
   // Scans the directory (called once before the first decode).
   void Load();
-  // Queues a write of `tokens` + `blob` (the copy-out already happened on the engine thread).
-  void Save(const std::vector<llama_token> &tokens, std::vector<uint8_t> blob);
+  // Queues a write of `tokens` + `blob` (the copy-out already happened on the engine thread),
+  // retained until `retainUntil` once written. False when it is not queued (shorter than a
+  // block, over the budget, the disk behind); true too when these tokens are on disk already.
+  bool Save(const std::vector<llama_token> &tokens, std::vector<uint8_t> blob,
+            std::chrono::steady_clock::time_point retainUntil = {});
+  // Extends the retention of the file holding exactly `tokens`; false when none does.
+  bool Retain(const std::vector<llama_token> &tokens, std::chrono::steady_clock::time_point until);
   Entry *Lookup(const std::vector<llama_token> &prompt, size_t *common);
   // True when exactly these tokens are on disk already (a write would change nothing).
   bool Has(const std::vector<llama_token> &tokens);
@@ -68,17 +78,23 @@ class DiskTier {
     std::vector<llama_token> tokens;
     std::vector<uint8_t> blob;
     uint64_t requestId = 0, entryId = 0;
+    std::chrono::steady_clock::time_point retainUntil{};
   };
   struct Written {
     std::string file;
     std::vector<llama_token> tokens;
     uint64_t bytes;
+    std::chrono::steady_clock::time_point retainUntil;
   };
 
   void IoMain();
   bool WriteFile(const Job &job, uint64_t *bytes);
   bool ReadFile(const std::string &file, std::vector<llama_token> *tokens, std::vector<uint8_t> *blob, bool withBlob);
-  void Add(std::string file, std::vector<llama_token> tokens, uint64_t bytes);
+  void Add(std::string file, std::vector<llama_token> tokens, uint64_t bytes,
+           std::chrono::steady_clock::time_point retainUntil = {});
+  // The entry to evict next: the least recently used unretained one, else (only when
+  // `added` is retained) the retained one with the soonest deadline, else `added` itself.
+  uint64_t Victim(uint64_t added) const;
 
   std::string dir_;
   std::string fingerprint_;  // 32 hex chars

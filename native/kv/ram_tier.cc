@@ -46,24 +46,56 @@ void RamTier::Erase(uint64_t id) {
   entries_.erase(it);
 }
 
-bool RamTier::Insert(std::vector<llama_token> tokens, std::vector<uint8_t> blob, const std::string &session) {
+bool RamTier::Victims(size_t need, uint64_t replaced, bool retained, RetainClock::time_point now,
+                      std::vector<uint64_t> *out) const {
+  size_t freed = replaced != 0 ? entries_.at(replaced).Bytes() : 0;
+  auto enough = [&] { return bytes_ - freed + need <= budget_; };
+  // least recently used first, retained entries skipped
+  for (auto it = lru_.rbegin(); it != lru_.rend() && !enough(); ++it) {
+    const CacheEntry &e = entries_.at(*it);
+    if (e.id == replaced || e.retainUntil > now) continue;
+    out->push_back(e.id);
+    freed += e.Bytes();
+  }
+  if (!enough() && retained) {
+    std::vector<const CacheEntry *> kept;
+    for (const auto &kv : entries_) {
+      if (kv.first != replaced && kv.second.retainUntil > now) kept.push_back(&kv.second);
+    }
+    std::sort(kept.begin(), kept.end(), [](const CacheEntry *a, const CacheEntry *b) { return a->retainUntil < b->retainUntil; });
+    for (size_t i = 0; i < kept.size() && !enough(); i++) {
+      out->push_back(kept[i]->id);
+      freed += kept[i]->Bytes();
+    }
+  }
+  if (!enough()) out->clear();
+  return enough();
+}
+
+bool RamTier::Insert(std::vector<llama_token> tokens, std::vector<uint8_t> blob, const std::string &session,
+                     RetainClock::time_point retainUntil) {
   CacheEntry e;
   e.tokens = std::move(tokens);
   e.blob = std::move(blob);
   e.session = session;
+  e.retainUntil = retainUntil;
   size_t need = e.Bytes();
   if (need > budget_) return false;
-  // Replace an entry holding the same session or the same tokens.
+  // Replace an entry holding the same session or the same tokens (its retention carries over).
+  uint64_t same = 0;
   if (!session.empty()) {
     auto s = sessions_.find(session);
-    if (s != sessions_.end()) Erase(s->second);
-  } else if (!e.tokens.empty()) {
-    size_t common = 0;
-    CacheEntry *same = Lookup(e.tokens, &common);
-    if (same != nullptr && common == e.tokens.size() && same->tokens.size() == e.tokens.size()) Erase(same->id);
+    if (s != sessions_.end()) same = s->second;
+  } else if (CacheEntry *x = FindExact(e.tokens)) {
+    same = x->id;
   }
-  while (bytes_ + need > budget_ && !lru_.empty()) {
-    Erase(lru_.back());
+  if (same != 0) e.retainUntil = std::max(e.retainUntil, entries_.at(same).retainUntil);
+  const RetainClock::time_point now = RetainClock::now();
+  std::vector<uint64_t> victims;
+  if (!Victims(need, same, e.retainUntil > now, now, &victims)) return false;
+  if (same != 0) Erase(same);
+  for (uint64_t id : victims) {
+    Erase(id);
     evictions_++;
   }
   e.id = nextId_++;
@@ -76,6 +108,26 @@ bool RamTier::Insert(std::vector<llama_token> tokens, std::vector<uint8_t> blob,
     sessions_[session] = e.id;
   }
   entries_.emplace(e.id, std::move(e));
+  return true;
+}
+
+CacheEntry *RamTier::FindExact(const std::vector<llama_token> &tokens) {
+  std::vector<uint64_t> hashes = ChainedBlockHashes(tokens, block_);
+  if (hashes.empty()) return nullptr;
+  auto it = index_.find(hashes.back());
+  if (it == index_.end()) return nullptr;
+  for (uint64_t id : it->second) {
+    auto e = entries_.find(id);
+    if (e != entries_.end() && e->second.tokens == tokens) return &e->second;
+  }
+  return nullptr;
+}
+
+bool RamTier::Retain(const std::vector<llama_token> &tokens, RetainClock::time_point until) {
+  CacheEntry *e = FindExact(tokens);
+  if (e == nullptr) return false;
+  e->retainUntil = std::max(e->retainUntil, until);
+  Touch(e);
   return true;
 }
 

@@ -1,7 +1,9 @@
 // The RAM tier of saved sequence states, keyed by their token prefix. Lookups walk chained
 // hashes of fixed-size token blocks (no scan of every entry), then extend the match token
 // by token. A byte budget is enforced on every insert with LRU eviction; an entry larger
-// than the whole budget is refused. Plain C++, used only by the engine thread.
+// than the whole budget is refused. An entry may be retained until a deadline (a prompt-cache
+// breakpoint, prefix_retention.h): unretained entries are evicted first, retained ones only
+// for another retained entry (the soonest deadline first). Plain C++, engine thread only.
 #pragma once
 #include <llama.h>
 
@@ -50,8 +52,11 @@ typename Entries::mapped_type *LongestPrefix(const BlockIndex &index, Entries &e
   return best;
 }
 
+using RetainClock = std::chrono::steady_clock;
+
 struct CacheEntry {
   uint64_t id = 0;
+  RetainClock::time_point retainUntil{};  // kept ahead of unretained entries until then
   std::vector<llama_token> tokens;  // the KV content the blob restores
   std::vector<uint8_t> blob;        // llama_state_seq_get_data output
   std::string session;              // non-empty: a spilled pinned session (not matched by prefix)
@@ -64,8 +69,12 @@ class RamTier {
   explicit RamTier(size_t budgetBytes, size_t blockSize = 16) : budget_(budgetBytes), block_(blockSize) {}
 
   // Inserts (replacing an entry with the same tokens or session). Evicts least recently
-  // used entries until it fits. Returns false (and stores nothing) when it cannot fit.
-  bool Insert(std::vector<llama_token> tokens, std::vector<uint8_t> blob, const std::string &session = "");
+  // used unretained entries until it fits, then (for a retained insert) retained ones, the
+  // soonest deadline first. Returns false (and stores or evicts nothing) when it cannot fit.
+  bool Insert(std::vector<llama_token> tokens, std::vector<uint8_t> blob, const std::string &session = "",
+              RetainClock::time_point retainUntil = {});
+  // Extends the retention of the prefix entry holding exactly `tokens`; false when none does.
+  bool Retain(const std::vector<llama_token> &tokens, RetainClock::time_point until);
   // The prefix entry sharing the longest common token prefix with `prompt` (at least one
   // whole block), or nullptr. `common` receives the shared length.
   CacheEntry *Lookup(const std::vector<llama_token> &prompt, size_t *common);
@@ -81,6 +90,10 @@ class RamTier {
 
  private:
   void Unindex(const CacheEntry &e);
+  CacheEntry *FindExact(const std::vector<llama_token> &tokens);
+  // Entries to evict so `need` more bytes fit once `replaced` (0: none) is gone too (empty and
+  // false when they cannot).
+  bool Victims(size_t need, uint64_t replaced, bool retained, RetainClock::time_point now, std::vector<uint64_t> *out) const;
 
   size_t budget_;
   size_t block_;

@@ -39,6 +39,32 @@ void StateTiers::SaveToDisk(const Sequence &s) {
   if (s.CopyState(&blob)) disk_->Save(tokens, std::move(blob));
 }
 
+int StateTiers::SaveRetained(const Sequence &s, Clock::time_point until) {
+  const std::vector<llama_token> &tokens = s.Tokens();
+  // scoped KV (tenant isolation) never enters the shared prefix tiers; a prefix shorter than
+  // a block cannot be found by a lookup
+  if (!Any() || !s.scope.empty() || tokens.empty()) return 0;
+  const size_t block = ram_ ? ram_->BlockSize() : 16;
+  if (tokens.size() < block) return 0;
+  const size_t size = s.StateSize();
+  const bool toRam = ram_ && size <= ram_->Budget();
+  const bool toDisk = disk_ && disk_->WouldQueue(size);
+  if (!toRam && !toDisk) return 0;
+  std::vector<uint8_t> blob;
+  if (!s.CopyState(&blob)) return 0;
+  int kept = 0;
+  if (toDisk && disk_->Save(tokens, toRam ? blob : std::move(blob), until)) kept |= kDisk;
+  if (toRam && ram_->Insert(tokens, std::move(blob), "", until)) kept |= kRam;
+  return kept;
+}
+
+int StateTiers::Retain(const std::vector<llama_token> &tokens, Clock::time_point until) {
+  int kept = 0;
+  if (ram_ && ram_->Retain(tokens, until)) kept |= kRam;
+  if (disk_ && disk_->Retain(tokens, until)) kept |= kDisk;
+  return kept;
+}
+
 void StateTiers::SaveAllToDisk(const std::vector<Sequence> &sequences, size_t minTokens) {
   if (!disk_) return;
   for (const auto &s : sequences) {

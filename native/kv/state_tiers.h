@@ -36,6 +36,13 @@ class StateTiers {
   // Write-through: queues the sequence's state for the disk tier (skipped when these exact
   // tokens are on disk already or the sequence is shorter than a block).
   void SaveToDisk(const Sequence &s);
+  // A prompt-cache breakpoint (prefix_retention.h): saves the sequence's whole KV (the prefix)
+  // to both tiers, retained there until `until`. Returns where it went (kRam | kDisk; kDisk:
+  // queued for the I/O thread); 0 when no tier took it (none, budgets, scoped KV).
+  static constexpr int kRam = 1, kDisk = 2;
+  int SaveRetained(const Sequence &s, Clock::time_point until);
+  // Extends the retention of a saved state holding exactly `tokens` in either tier.
+  int Retain(const std::vector<llama_token> &tokens, Clock::time_point until);
   // Writes every sequence holding at least `minTokens` to the disk tier (at close).
   void SaveAllToDisk(const std::vector<Sequence> &sequences, size_t minTokens);
 

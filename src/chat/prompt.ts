@@ -5,6 +5,7 @@ import type { Context } from '../engine/context.js';
 import { LlamuxError, isLlamuxError } from '../errors.js';
 import { TokenAttribute, type Model } from '../model/model.js';
 import type { ChatTemplate } from './template.js';
+import { tokenBoundaryAt } from './token-offsets.js';
 import { composeTurns, locateTurns, renderer, turnShape, type TurnReplay } from './turn-replay.js';
 import type { ChatMessage, ChatToolCall, ChatToolDefinition } from './types.js';
 
@@ -64,6 +65,12 @@ export interface BuildChatPromptOptions {
   maxTokens?: number;
   /** Placeholders in message contents and the tokens that replace them (src/chat/media.ts). */
   media?: ReadonlyMap<string, ArrayLike<number>>;
+  /**
+   * Character offsets of the rendered text (given it) whose token positions the caller needs
+   * (prompt-cache breakpoints). They never change the tokenization (the tokens are those of the
+   * same call without marks): each is the last token boundary at or before its offset.
+   */
+  marks?: (text: string) => readonly number[];
 }
 
 export interface ChatPrompt {
@@ -83,9 +90,14 @@ export interface ChatPrompt {
   splicedTokens: number;
   /** Whole-turn replay: indexes of the assistant messages spliced, not located, and re-rendered in context (dropped). */
   turns: { replayed: number[]; unlocated: number[]; dropped: number[] };
+  /**
+   * With `marks`: the tokens that end at or before each mark (a mark inside a spliced span
+   * counts the tokens before the span).
+   */
+  markTokens: number[];
 }
 
-type Segment = { kind: 'text'; text: string; parseSpecial: boolean } | { kind: 'tokens'; tokens: ArrayLike<number> };
+type Segment = { kind: 'text'; text: string; parseSpecial: boolean; from: number } | { kind: 'tokens'; tokens: ArrayLike<number>; from: number; to: number };
 
 interface Region {
   start: number;
@@ -375,6 +387,7 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
   regions.sort((a, b) => a.start - b.start);
   const maxTokens = options.maxTokens;
   const splicedTurns = { messages: spliced, regions: whole.regions };
+  const marks = options.marks ? [...options.marks(text)] : [];
   const prot = options.parseSpecialInContent ? [] : mergeRanges([...protectedRanges(model, text, messages, maxTokens, splicedTurns), ...protectedToolRanges(model, text, tools ?? [], maxTokens)]);
   const segments = segment(text, regions, cuts, prot);
   const addBos = !(template.bosToken !== '' && text.startsWith(template.bosToken));
@@ -382,8 +395,16 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
   let total = 0;
   let splicedTokens = 0;
   let first = true;
+  // A mark counts the tokens of the segments that end at or before it, plus, inside a text
+  // segment, its tokens that end at or before it (token-offsets.ts).
+  const markTokens = marks.map(() => 0);
+  const pieces = new Map<number, Uint8Array>();
   for (const seg of segments) {
+    marks.forEach((m, i) => {
+      if (seg.from < m) markTokens[i] = total;
+    });
     let toks: ArrayLike<number>;
+    let lead = 0;
     if (seg.kind === 'tokens') {
       toks = seg.tokens;
       splicedTokens += toks.length;
@@ -391,10 +412,20 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
       // Past maxTokens the prompt cannot fit: stop there (CONTEXT_OVERFLOW).
       const left = maxTokens === undefined ? {} : { maxTokens: Math.max(1, maxTokens - total) };
       toks = model.tokenize(seg.text, { addSpecial: first && addBos, parseSpecial: seg.parseSpecial, ...left });
+      if (first && addBos && marks.length > 0) lead = leadingSpecial(model, toks);
     }
     first = false;
     parts.push(toks);
+    const end = seg.kind === 'text' ? seg.from + seg.text.length : seg.to;
+    if (seg.kind === 'text') {
+      marks.forEach((m, i) => {
+        if (m > seg.from && m < end) markTokens[i] = total + tokenBoundaryAt(model, toks, seg.text, m - seg.from, lead, pieces);
+      });
+    }
     total += toks.length;
+    marks.forEach((m, i) => {
+      if (end <= m) markTokens[i] = total;
+    });
   }
   if (segments.length === 0 && addBos) {
     const bos = model.tokenize('', { addSpecial: true });
@@ -407,7 +438,7 @@ export function buildChatPrompt(model: Model, messages: readonly ChatMessage[], 
     tokens.set(p, o);
     o += p.length;
   }
-  return { text, tokens, replayed, unknown, unlocated, rerendered, splicedTokens, turns: whole.turns };
+  return { text, tokens, replayed, unknown, unlocated, rerendered, splicedTokens, turns: whole.turns, markTokens };
 }
 
 interface WholeTurns {
@@ -458,6 +489,14 @@ function wholeTurns(messages: readonly ChatMessage[], rendered: string, options:
   return out;
 }
 
+/** How many tokens tokenize('', addSpecial) puts before the text (a BOS): they spell none of it. */
+function leadingSpecial(model: Model, toks: ArrayLike<number>): number {
+  const bos = model.tokenize('', { addSpecial: true, parseSpecial: false });
+  let n = 0;
+  while (n < bos.length && n < toks.length && toks[n] === bos[n]) n++;
+  return n;
+}
+
 function concatTokens(a: ArrayLike<number>, b: ArrayLike<number>): Int32Array {
   const out = new Int32Array(a.length + b.length);
   out.set(a, 0);
@@ -479,14 +518,14 @@ function segment(text: string, regions: Region[], cuts: number[], prot: Array<[n
     const points = [...bounds].filter((p) => p > from && p < to).sort((x, y) => x - y);
     let start = from;
     for (const p of [...points, to]) {
-      if (p > start) out.push({ kind: 'text', text: text.slice(start, p), parseSpecial: !isProtected(start, p) });
+      if (p > start) out.push({ kind: 'text', text: text.slice(start, p), parseSpecial: !isProtected(start, p), from: start });
       start = p;
     }
   };
   let pos = 0;
   for (const r of regions) {
     pushText(pos, r.start);
-    out.push({ kind: 'tokens', tokens: r.tokens });
+    out.push({ kind: 'tokens', tokens: r.tokens, from: r.start, to: r.end });
     pos = r.end;
   }
   pushText(pos, text.length);

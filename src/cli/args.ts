@@ -22,6 +22,19 @@ export function parseGpuMemory(value: string): FitDevice[] {
   return parts.map((p, i) => ({ name: `GPU${i}`, description: 'assumed (--gpu-memory)', type: 'gpu', memoryFree: Number(p) * 1024 * 1024, memoryTotal: Number(p) * 1024 * 1024 }));
 }
 
+/**
+ * serve --prompt-cache-ttl SHORT[,LONG]: seconds a `cache_control` breakpoint with ttl "5m"
+ * (and "1h") keeps its prefix in the cache tiers (Anthropic's 300 and 3600 by default).
+ */
+export function parsePromptCacheTtl(value: string): { '5m': number; '1h'?: number } {
+  const parts = value.split(',').map((p) => p.trim());
+  const max = Math.floor((2 ** 31 - 1) / 1000);
+  if (parts.length > 2 || parts.some((p) => !/^\d+$/.test(p) || Number(p) < 1 || Number(p) > max)) {
+    throw new UsageError(`--prompt-cache-ttl expects SECONDS or SECONDS,SECONDS (for ttl "5m", then "1h"; each 1 to ${max}), got "${value}"`);
+  }
+  return { '5m': Number(parts[0]) * 1000, ...(parts[1] !== undefined ? { '1h': Number(parts[1]) * 1000 } : {}) };
+}
+
 /** --markers: auto | none | false | a preset | START,END */
 export function parseMarkersArg(value: string | undefined): MarkerOption {
   if (value === undefined || value === 'auto') return 'auto';

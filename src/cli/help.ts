@@ -58,6 +58,8 @@ Options:
                             key) never share conversations, tool-call replay or cache numbers
       --cache-ram MB        RAM tier of saved sequence states (default 256; 0: off)
       --cache-dir DIR       Disk tier of saved sequence states (off by default)
+      --prompt-cache-ttl S[,L]  Seconds an Anthropic cache_control breakpoint with ttl "5m"
+                            (and "1h") keeps its prefix in those tiers (default 300,3600)
       --deterministic       Logits independent of batching, cache tiers and concurrency (same
                             model, CPU variant and thread count; slower prefill): docs/determinism.md
       --spec MODE           Speculative decoding: ngram (drafts looked up in the prompt and

@@ -63,6 +63,13 @@ export interface CacheReport {
    * checkpoint was restored.
    */
   checkpoint?: number;
+  /**
+   * `retainPrefixes`: the longest breakpoint prefix this request prefilled and wrote to the
+   * RAM or disk tier (0: none; a breakpoint it reused is not written again).
+   */
+  retainedTokens: number;
+  /** `retainPrefixes`: breakpoints whose prefix no tier took (no tier, over the budgets, shorter than a 16-token block, scoped KV). */
+  retainRefused: number;
 }
 
 /** The reasoning a model wrote (the spans between its reasoning markers). */
@@ -169,6 +176,9 @@ export interface ProgressEvent {
   cached: number;
   processed: number;
   ms: number;
+  /** `retainPrefixes`: the longest breakpoint prefix saved so far (0: none), and the breakpoints no tier took. */
+  retainedTokens: number;
+  retainRefused: number;
 }
 
 export type GenerateEvent =

@@ -36,6 +36,8 @@ export function finalResult(ev: NativeFinal): Omit<GenerateResult, 'text' | 'tok
       prefilledTokens: s.prefilledTokens,
       restoreMs: s.restoreMs ?? 0,
       ...(s.checkpoint !== undefined ? { checkpoint: s.checkpoint } : {}),
+      retainedTokens: s.retainedTokens ?? 0,
+      retainRefused: s.retainRefused ?? 0,
     },
   };
 }

@@ -67,7 +67,7 @@ export class InFlight {
         this.#requests.get(ev.id)?.gen.onEvent({ type: 'toolCallStart', index: ev.index });
         return;
       case 'progress':
-        this.#requests.get(ev.id)?.gen.onEvent({ type: 'progress', total: ev.total, cached: ev.cached, processed: ev.processed, ms: ev.ms });
+        this.#requests.get(ev.id)?.gen.onEvent({ type: 'progress', total: ev.total, cached: ev.cached, processed: ev.processed, ms: ev.ms, retainedTokens: ev.retainedTokens ?? 0, retainRefused: ev.retainRefused ?? 0 });
         return;
       case 'toolCallDelta':
         this.#requests.get(ev.id)?.gen.onEvent({ type: 'toolCallDelta', index: ev.index, text: ev.text });

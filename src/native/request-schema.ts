@@ -116,6 +116,10 @@ export const NATIVE_REQUEST_KEYS = {
   overflow: 'string',
   /** Tokens a context shift keeps at the start (a leading BOS besides); -1: the whole prompt. */
   nKeep: 'number',
+  /** Prompt-cache breakpoints: prompt token counts (ascending, at most 4) whose prefix is kept in the tiers ... */
+  retainAt: 'Int32Array',
+  /** ... for this many ms each (same length). */
+  retainMs: 'Int32Array',
   /** -1: until end of generation or the context end. */
   maxTokens: 'number',
   stop: 'string[]',

@@ -23,6 +23,9 @@ export interface NativeStats {
   acceptedTokens: number;
   /** Tokens a context shift dropped (`overflow`). */
   shiftedTokens: number;
+  /** Prompt-cache breakpoints (retainPrefixes): the longest prefix this request wrote to a tier (0: none), and those no tier took. */
+  retainedTokens?: number;
+  retainRefused?: number;
 }
 
 export interface NativeCacheStats {
@@ -102,7 +105,7 @@ export type NativeEvent =
   | { type: 'ready'; id: number; ready: NativeReady }
   | { type: 'text'; id: number; text: string; tokens?: Int32Array; logprobs?: NativeLogprob[] }
   | { type: 'reasoning'; id: number; text: string; tokens?: Int32Array }
-  | { type: 'progress'; id: number; total: number; cached: number; processed: number; ms: number }
+  | { type: 'progress'; id: number; total: number; cached: number; processed: number; ms: number; retainedTokens?: number; retainRefused?: number }
   | {
       type: 'final';
       id: number;

@@ -7,9 +7,12 @@ import { checkToolSchemas } from '../grammar/index.js';
 import { FinishReason } from '../engine/events.js';
 import { HttpError, SseWriter, errorBody, firstEventFirst, parseBody, readJson, sendJson, toHttpError, reportedError } from './http.js';
 import type { HandlerOptions } from './openai.js';
-import { conversationHeader, keepReasoningHeader, type ChatRequest, type ChatService, type ToolChoice, type Usage } from './service.js';
+import { conversationHeader, keepReasoningHeader, type ChatRequest, type ChatService, type ServiceEvent, type ToolChoice, type Usage } from './service.js';
+import type { MarkVariant } from './prompt-marks.js';
+import { collectBreakpoints, promptCacheOf, promptMarks, withAutomaticBreakpoint, type Breakpoint, type CacheableRequest, type RetentionPlan } from './cache-breakpoints.js';
 
 const TOOL_NAME = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a tool name of 1 to 128 characters A-Z, a-z, 0-9, "_", ".", ":" or "-"');
+// Checked (with Anthropic's errors) by collectBreakpoints (cache-breakpoints.ts).
 const cacheControl = z.unknown().optional();
 
 // Content blocks are read leniently (clients echo response blocks with extra fields); the
@@ -84,6 +87,8 @@ export const MessagesRequestSchema = z
       ])
       .optional(),
     service_tier: z.string().optional(),
+    /** Automatic prompt caching: a breakpoint on the last block (cache-breakpoints.ts withAutomaticBreakpoint). */
+    cache_control: cacheControl,
   })
   .strict();
 type MessagesRequest = z.output<typeof MessagesRequestSchema>;
@@ -181,6 +186,15 @@ export function anthropicToChatMessages(system: MessagesRequest['system'], messa
   return out;
 }
 
+function toolDefinitions(tools: MessagesRequest['tools']) {
+  return (tools ?? []).map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema }));
+}
+
+/** The conversation as the prompt worker renders it (what cache breakpoints are located in). */
+function toRendered(r: CacheableRequest): MarkVariant {
+  return { messages: anthropicToChatMessages(r.system, r.messages as MessagesRequest['messages']), tools: toolDefinitions(r.tools as MessagesRequest['tools']) };
+}
+
 function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: number }, conversation: string | undefined, tenant?: string): ChatRequest {
   let toolChoice: ToolChoice = 'auto';
   let parallel = true;
@@ -210,7 +224,7 @@ function toChatRequest(b: Omit<MessagesRequest, 'max_tokens'> & { max_tokens?: n
   } else if (b.thinking?.type === 'disabled') {
     templateVariables.enable_thinking = false;
   }
-  const tools = (b.tools ?? []).map((t) => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema }));
+  const tools = toolDefinitions(b.tools);
   // A schema the grammar cannot serve (ambiguous, malformed $ref, unsatisfiable) is a 400 now,
   // before the prompt is built.
   if (toolChoice !== 'none') checkToolSchemas(tools);
@@ -234,20 +248,33 @@ function stopReason(reason: string): 'end_turn' | 'max_tokens' | 'stop_sequence'
   return 'end_turn';
 }
 
-function usageOf(u: Usage) {
+function usageOf(service: ChatService, plan: RetentionPlan | undefined, u: Usage, outputTokens = u.completionTokens) {
+  const cache = promptCacheOf(service).usage(plan, u.promptTokens, u.cachedTokens, u.retainedTokens ?? 0);
   return {
-    input_tokens: u.promptTokens - u.cachedTokens,
-    output_tokens: u.completionTokens,
-    cache_creation_input_tokens: 0,
-    cache_read_input_tokens: u.cachedTokens,
+    input_tokens: cache.input_tokens,
+    output_tokens: outputTokens,
+    cache_creation_input_tokens: cache.cache_creation_input_tokens,
+    cache_read_input_tokens: cache.cache_read_input_tokens,
+    cache_creation: cache.cache_creation,
   };
+}
+
+/** The request's breakpoints, and the marks the prompt worker locates for them. */
+function breakpointsOf(body: CacheableRequest & { cache_control?: unknown }, chatReq: ChatRequest): Breakpoint[] {
+  const r = withAutomaticBreakpoint(body, body.cache_control);
+  const breakpoints = collectBreakpoints(r, toRendered);
+  if (breakpoints.length > 0) chatReq.marks = promptMarks(r, breakpoints, toRendered);
+  return breakpoints;
 }
 
 export async function handleCountTokens(req: IncomingMessage, res: ServerResponse, service: ChatService, o: HandlerOptions): Promise<void> {
   const raw = await readJson(req, o.maxBodyBytes);
   checkBlocks(raw, service.model.capabilities.vision);
   const body = parseBody(CountTokensRequestSchema, raw);
-  const prepared = await service.prepare(toChatRequest(body, undefined, o.tenant), o.signal);
+  const chatReq = toChatRequest(body, undefined, o.tenant);
+  // Breakpoints never change the prompt's tokens; they are checked as in /v1/messages.
+  breakpointsOf(body, chatReq);
+  const prepared = await service.prepare(chatReq, o.signal);
   sendJson(res, 200, { input_tokens: prepared.prompt.tokens.length + prepared.truncatedTokens });
 }
 
@@ -263,9 +290,22 @@ export async function handleMessages(
   const body = parseBody(MessagesRequestSchema, raw);
   const chatReq = toChatRequest(body, conversationHeader(req.headers['x-llamux-conversation']), o.tenant);
   chatReq.keepReasoning = keepReasoningHeader(req.headers['x-llamux-keep-reasoning']);
+  const breakpoints = breakpointsOf(body, chatReq);
+  // A stream's message_start carries the cache numbers, known once the prompt is prefilled.
+  if (body.stream) chatReq.returnProgress = true;
   const prepared = await service.prepare(chatReq, signal);
+  const cache = promptCacheOf(service);
+  let plan: RetentionPlan | undefined;
+  if (breakpoints.length > 0) {
+    plan = cache.plan(breakpoints, prepared.prompt.markTokens, prepared.prompt.tokens.length, prepared.truncatedTokens > 0, o.tenant);
+    if (plan.retainPrefixes.length > 0) chatReq.generate.retainPrefixes = plan.retainPrefixes;
+  }
   const headers: Record<string, string> = { 'x-llamux-conversation': prepared.conversationId };
   if (prepared.truncatedTokens > 0) headers['x-llamux-truncated-tokens'] = String(prepared.truncatedTokens);
+  const retention = (refused: number | undefined): void => {
+    const value = cache.report(plan, refused ?? 0);
+    if (value !== undefined) headers['x-llamux-cache-retention'] = value;
+  };
   const id = `msg_${randomBytes(12).toString('hex')}`;
   // Errors known before the first byte (bad arguments, a full queue) keep their HTTP status,
   // streaming or not.
@@ -286,6 +326,7 @@ export async function handleMessages(
       } else if (ev.type === 'toolCall') {
         content.push({ type: 'tool_use', id: ev.call.id, name: ev.call.name, input: ev.call.arguments });
       } else {
+        retention(ev.usage.retainRefused);
         sendJson(
           res,
           200,
@@ -297,7 +338,7 @@ export async function handleMessages(
             content,
             stop_reason: stopReason(ev.reason),
             stop_sequence: ev.reason === FinishReason.Stop ? (ev.stop ?? null) : null,
-            usage: usageOf(ev.usage),
+            usage: usageOf(service, plan, ev.usage),
           },
           headers,
         );
@@ -306,6 +347,26 @@ export async function handleMessages(
     return;
   }
 
+  // Until the prompt is prefilled (the last progress event) nothing is sent: an error there
+  // keeps its HTTP status, and message_start gets the exact cache numbers and header.
+  const it = events[Symbol.asyncIterator]();
+  let pending: ServiceEvent | undefined;
+  let prefilled: Usage = { promptTokens: prepared.prompt.tokens.length, completionTokens: 0, cachedTokens: 0, draftedTokens: 0, acceptedTokens: 0 };
+  for (;;) {
+    const next = await it.next();
+    if (next.done) break;
+    const ev = next.value;
+    if (ev.type === 'started') continue;
+    if (ev.type === 'progress') {
+      prefilled = { ...prefilled, promptTokens: ev.total, cachedTokens: ev.cached, retainedTokens: ev.retainedTokens, retainRefused: ev.retainRefused };
+      if (ev.processed < ev.total) continue;
+    } else {
+      pending = ev;
+      if (ev.type === 'final') prefilled = ev.usage;
+    }
+    break;
+  }
+  retention(prefilled.retainRefused);
   const sse = new SseWriter(res, headers, o.sendTimeoutMs, service.metrics);
   const send = (data: { type: string } & Record<string, unknown>): Promise<void> => sse.send(data, data.type);
   let index = -1;
@@ -332,12 +393,24 @@ export async function handleMessages(
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        // Known exactly once generation ends; message_delta carries the final numbers.
-        usage: { input_tokens: prepared.prompt.tokens.length, output_tokens: 0, cache_creation_input_tokens: null, cache_read_input_tokens: null },
+        // The prompt is prefilled: these are final (message_delta repeats them with the output).
+        usage: usageOf(service, plan, prefilled, 0),
       },
     });
     await send({ type: 'ping' });
-    for await (const ev of events) {
+    const rest = (async function* () {
+      try {
+        if (pending) yield pending;
+        for (;;) {
+          const next = await it.next();
+          if (next.done) return;
+          yield next.value;
+        }
+      } finally {
+        await it.return?.(undefined); // leaving early cancels the generation
+      }
+    })();
+    for await (const ev of rest) {
       if (ev.type === 'started' || ev.type === 'progress') continue;
       if (ev.type === 'reasoning') {
         if (!openThinking) {
@@ -366,7 +439,7 @@ export async function handleMessages(
         await send({
           type: 'message_delta',
           delta: { stop_reason: stopReason(ev.reason), stop_sequence: ev.reason === FinishReason.Stop ? (ev.stop ?? null) : null },
-          usage: usageOf(ev.usage),
+          usage: usageOf(service, plan, ev.usage),
         });
         await send({ type: 'message_stop' });
       }

@@ -10,6 +10,7 @@ import type { ContextOptions, SpeculativeOptions } from '../options.js';
 import type { ServerMetrics } from './metrics.js';
 import { PromptPool } from './prompt-pool.js';
 import { ChatService, type ServerLog } from './service.js';
+import { configurePromptCache, DEFAULT_TTLS } from './cache-breakpoints.js';
 import type { z } from 'zod';
 import { ServerAdapters, type ServerLoraSchema } from './lora.js';
 import { ToolCallStore, type ToolCallStoreLimits } from './store.js';
@@ -35,6 +36,8 @@ export interface ModelServiceSettings {
   overflow: 'error' | 'truncate-middle';
   contextShift: boolean;
   keepReasoning: boolean;
+  /** How long a `cache_control` breakpoint's prefix is retained, per ttl (cache-breakpoints.ts). */
+  promptCacheTtlMs?: { '5m'?: number; '1h'?: number };
   /** LoRA adapters of the model (--lora): paths, or { path, scale }. */
   lora?: Array<z.output<typeof ServerLoraSchema>>;
 }
@@ -107,6 +110,7 @@ export async function createModelService(
       log: shared.log,
       adapters,
     });
+    configurePromptCache(service, { ttlMs: { ...DEFAULT_TTLS, ...s.promptCacheTtlMs }, log: shared.log, isolateTenants: s.isolateTenants });
     const p = prompts;
     return {
       service,

@@ -17,6 +17,7 @@ import type { TurnReplay } from '../chat/turn-replay.js';
 import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { LlamuxError, type LlamuxErrorCode } from '../errors.js';
 import { HttpError } from './http.js';
+import type { PromptMarks } from './prompt-marks.js';
 import type { PromptJobMessage, PromptWorkerData, PromptWorkerReply } from './prompt-worker.js';
 
 /** A rendered and tokenized prompt, as the worker returns it. */
@@ -28,6 +29,8 @@ export interface BuiltPrompt {
   rerendered: string[];
   splicedTokens: number;
   turns: ChatPrompt['turns'];
+  /** With `marks`: each mark's token position (0: it could not be located). */
+  markTokens: number[];
 }
 
 export interface PromptPoolOptions extends PromptWorkerData {
@@ -175,8 +178,8 @@ export class PromptPool {
         const job = slot.job;
         if (!job || job.id !== m.id) return;
         if (m.type === 'result') {
-          const { tokens, replayed, unknown, unlocated, rerendered, splicedTokens, turns } = m;
-          this.#finish(slot, (j) => j.resolve({ tokens, replayed, unknown, unlocated, rerendered, splicedTokens, turns }));
+          const { tokens, replayed, unknown, unlocated, rerendered, splicedTokens, turns, markTokens } = m;
+          this.#finish(slot, (j) => j.resolve({ tokens, replayed, unknown, unlocated, rerendered, splicedTokens, turns, markTokens }));
         } else this.#finish(slot, (j) => j.reject(new LlamuxError(m.code as LlamuxErrorCode, m.message)));
         this.#pump();
       }
@@ -319,12 +322,30 @@ export class PromptPool {
     variables?: Record<string, unknown>,
     media?: ReadonlyMap<string, Int32Array>,
     whole?: { turns: Record<number, TurnReplay>; keepReasoning: boolean },
+    /** Token positions to locate (prompt-cache breakpoints, prompt-marks.ts). */
+    marks?: PromptMarks,
   ): Promise<BuiltPrompt> {
     if (this.#closed) return Promise.reject(new LlamuxError('DISPOSED', 'The server is closing'));
     return new Promise<BuiltPrompt>((resolve, reject) => {
       let size = 0;
       for (const m of messages) size += typeof m.content === 'string' ? m.content.length : 0;
-      const job: Job = { id: nextJobId++, queuedAt: Date.now(), size, message: { id: 0, messages, tools, replay, ...(variables ? { variables } : {}), ...(media && media.size ? { media: [...media] } : {}), ...(whole ? { turns: whole.turns, keepReasoning: whole.keepReasoning } : {}) }, resolve, reject };
+      const job: Job = {
+        id: nextJobId++,
+        queuedAt: Date.now(),
+        size,
+        message: {
+          id: 0,
+          messages,
+          tools,
+          replay,
+          ...(variables ? { variables } : {}),
+          ...(media && media.size ? { media: [...media] } : {}),
+          ...(whole ? { turns: whole.turns, keepReasoning: whole.keepReasoning } : {}),
+          ...(marks?.variants.length ? { marks } : {}),
+        },
+        resolve,
+        reject,
+      };
       job.message.id = job.id;
       if (signal) {
         if (signal.aborted) {

@@ -8,6 +8,7 @@ import type { ChatMessage, ChatToolDefinition } from '../chat/types.js';
 import { native } from '../native/binding.js';
 import { isLlamuxError } from '../errors.js';
 import { loadModel } from '../model/load.js';
+import { markOffsets, type PromptMarks } from './prompt-marks.js';
 
 /** What the pool hands a new worker. */
 export interface PromptWorkerData {
@@ -36,12 +37,14 @@ export interface PromptJobMessage {
   turns?: Record<number, TurnReplay>;
   /** Keep replayed turns as generated after a new user message. */
   keepReasoning?: boolean;
+  /** Token positions to locate (prompt-cache breakpoints, cache-breakpoints.ts; prompt-marks.ts). */
+  marks?: PromptMarks;
 }
 
 export type PromptWorkerReply =
   | { type: 'ready' }
   | { type: 'fatal'; message: string }
-  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; rerendered: string[]; splicedTokens: number; turns: ChatPrompt['turns'] }
+  | { type: 'result'; id: number; tokens: Int32Array; replayed: string[]; unknown: string[]; unlocated: string[]; rerendered: string[]; splicedTokens: number; turns: ChatPrompt['turns']; markTokens: number[] }
   | { type: 'error'; id: number; code: string; message: string };
 
 async function main(): Promise<void> {
@@ -77,8 +80,11 @@ async function main(): Promise<void> {
         ...(job.turns ? { replayTurn: (_m: ChatMessage, i: number) => job.turns![i], keepReasoning: job.keepReasoning ?? false } : {}),
         ...(job.media ? { media: new Map(job.media) } : {}),
         ...(data.maxTokens !== undefined ? { maxTokens: data.maxTokens } : {}),
+        ...(job.marks
+          ? { marks: (text: string) => markOffsets(text, job.marks!, (v) => template.renderUnchecked(v.messages, v.tools, true, job.variables)) }
+          : {}),
       });
-      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens, turns: p.turns };
+      reply = { type: 'result', id: job.id, tokens: p.tokens, replayed: p.replayed, unknown: p.unknown, unlocated: p.unlocated, rerendered: p.rerendered, splicedTokens: p.splicedTokens, turns: p.turns, markTokens: p.markTokens };
       port.postMessage(reply, [p.tokens.buffer as ArrayBuffer]);
       return;
     } catch (e) {

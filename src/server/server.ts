@@ -120,6 +120,11 @@ export interface ServerOptions {
   cacheRamMb?: number;
   /** Disk tier folder of saved sequence states (survives restarts); off when absent. */
   cacheDir?: string;
+  /**
+   * How long an Anthropic `cache_control` breakpoint's prefix is retained in the RAM and disk
+   * tiers, per ttl (default 5 and 60 minutes: Anthropic's).
+   */
+  promptCacheTtlMs?: { '5m'?: number; '1h'?: number };
   /** The context's deterministic mode (ContextOptions.deterministic, issue 26). */
   deterministic?: boolean;
   /**
@@ -202,6 +207,7 @@ const ServerOptionsSchema = z
     log: z.custom<ServerLog>((v) => typeof v === 'function', { message: 'expected a function' }).optional(),
     cacheRamMb: z.number().int().min(0).optional(),
     cacheDir: z.string().min(1).optional(),
+    promptCacheTtlMs: z.object({ '5m': z.number().int().min(1).max(2 ** 31 - 1).optional(), '1h': z.number().int().min(1).max(2 ** 31 - 1).optional() }).strict().optional(),
     deterministic: z.boolean().optional(),
     storePath: z.string().min(1).optional(),
     storeLimits: z

@@ -18,6 +18,7 @@ import { HttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
 import { fitPrompt, type OverflowPolicy } from './overflow.js';
 import type { BuiltPrompt, PromptPool } from './prompt-pool.js';
+import type { PromptMarks } from './prompt-marks.js';
 import type { StoredToolCall, StoredTurn, ToolCallStore } from './store.js';
 import { isSameTurn, turnKey, TurnRecorder } from './turns.js';
 import { ServerAdapters } from './lora.js';
@@ -49,6 +50,8 @@ export interface ChatRequest {
   templateVariables?: Record<string, unknown>;
   /** Keep replayed turns as generated after a new user message (the server's --keep-reasoning when absent). */
   keepReasoning?: boolean;
+  /** Token positions to locate in the prompt (prompt-cache breakpoints, cache-breakpoints.ts): `prompt.markTokens`. */
+  marks?: PromptMarks;
 }
 
 export interface Usage {
@@ -61,6 +64,9 @@ export interface Usage {
   acceptedTokens: number;
   /** Generated tokens inside the model's reasoning span. */
   reasoningTokens?: number;
+  /** Prompt-cache breakpoints (`retainPrefixes`): the longest prefix this request wrote to a tier, and those no tier took. */
+  retainedTokens?: number;
+  retainRefused?: number;
 }
 
 export interface ServiceToolCall {
@@ -77,7 +83,7 @@ export type ServiceEvent =
   /** The engine produced its first event: the request was admitted (and prefilled, unless it asked for progress). */
   | { type: 'started' }
   /** Prefill progress (`returnProgress`): prompt tokens in the KV of the total, reused, ms since the prefill began. */
-  | { type: 'progress'; total: number; cached: number; processed: number; ms: number }
+  | { type: 'progress'; total: number; cached: number; processed: number; ms: number; retainedTokens: number; retainRefused: number }
   /** `logprobs`: the entries of the tokens sampled since the previous text event (logprobs requested). */
   | { type: 'text'; text: string; logprobs?: TokenLogprob[] }
   /** Reasoning text (between the model's reasoning markers), apart from the answer. */
@@ -369,7 +375,7 @@ export class ChatService {
         throw e;
       }
     }
-    const prompt = await this.#prompts.build(messages, req.tools, replay, signal, req.templateVariables, media, { turns, keepReasoning: req.keepReasoning ?? this.keepReasoning });
+    const prompt = await this.#prompts.build(messages, req.tools, replay, signal, req.templateVariables, media, { turns, keepReasoning: req.keepReasoning ?? this.keepReasoning }, req.marks);
     if (prompt.replayed.length) this.metrics.replay.inc({ outcome: 'replayed' }, prompt.replayed.length);
     if (prompt.unknown.length) this.metrics.replay.inc({ outcome: 'unknown' }, prompt.unknown.length);
     if (prompt.unlocated.length) this.metrics.replay.inc({ outcome: 'unlocated' }, prompt.unlocated.length);
@@ -508,7 +514,7 @@ export class ChatService {
           }
           break;
         case 'progress':
-          yield { type: 'progress', total: ev.total, cached: ev.cached, processed: ev.processed, ms: ev.ms };
+          yield { type: 'progress', total: ev.total, cached: this.#ownReuse(p, ev.cached), processed: ev.processed, ms: ev.ms, retainedTokens: ev.retainedTokens, retainRefused: ev.retainRefused };
           break;
         case 'reasoning':
           reasoningTokens += ev.tokens.length;
@@ -595,6 +601,8 @@ export class ChatService {
             draftedTokens: ev.timings.draftedTokens,
             acceptedTokens: ev.timings.acceptedTokens,
             reasoningTokens,
+            retainedTokens: ev.cache.retainedTokens,
+            retainRefused: ev.cache.retainRefused,
           };
           const reason = emitted > 0 && ev.finishReason !== FinishReason.Length ? 'tool_calls' : ev.finishReason;
           const final: ServiceEvent = ev.stop !== undefined ? { type: 'final', reason, stop: ev.stop, usage } : { type: 'final', reason, usage };
