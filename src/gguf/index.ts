@@ -87,4 +87,6 @@ export type {
 export { BERT_DIMS, buildEmbeddingSpec, EMBEDDING_MODEL_NAMES, ensureEmbeddingModels, POOLING_TYPE } from './zoo/embedding.js';
 export type { EmbeddingModelDescription, EmbeddingModelName, PoolingName } from './zoo/embedding.js';
 export { buildProjectorSpec } from './projector.js';
+export { buildQwen3vlProjectorSpec } from './projector-qwen3vl.js';
+export type { Qwen3vlProjectorDescription, Qwen3vlProjectorOptions } from './projector-qwen3vl.js';
 export type { ProjectorDescription, ProjectorOptions } from './projector.js';

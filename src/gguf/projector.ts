@@ -47,22 +47,13 @@ export interface ProjectorDescription {
   readonly tokensPerImage: number;
 }
 
-/** The GGUF content of a gemma3-style projector with random weights, and its description. */
-export function buildProjectorSpec(options: ProjectorOptions): { spec: GgufSpec; description: ProjectorDescription } {
-  const seed = options.seed ?? 1;
-  const imageSize = options.imageSize ?? 32;
-  const patch = options.patchSize ?? 4;
-  const merge = options.scaleFactor ?? 2;
-  const v = options.visionEmbd ?? 32;
-  const blocks = options.blocks ?? 1;
-  const heads = options.heads ?? 2;
-  const ff = options.feedForward ?? 48;
-  const out = options.projectionDim;
-  const side = imageSize / patch;
-  if (!Number.isInteger(side) || side % merge !== 0) throw new RangeError(`imageSize ${imageSize} must be a multiple of patchSize × scaleFactor (${patch * merge})`);
-  if (v % heads !== 0) throw new RangeError(`visionEmbd ${v} must be a multiple of heads ${heads}`);
-  if (ff === v) throw new RangeError('feedForward must differ from visionEmbd (clip.cpp swaps up/down when they look transposed)');
-  const nPatches = side * side;
+/** Random F32 tensors of a projector, each seeded by its name: `rand` uniform in ±scale (default
+ * 1/√fan-in, shape[0]), `fill` a constant. Shared by the projector families' generators. */
+export function projectorTensors(seed: number): {
+  tensors: GgufTensorSpec[];
+  rand: (name: string, shape: number[], scale?: number) => void;
+  fill: (name: string, shape: number[], value: number) => void;
+} {
   const tensors: GgufTensorSpec[] = [];
   const rand = (name: string, shape: number[], scale = 1 / Math.sqrt(shape[0]!)): void => {
     let prng: Prng | undefined;
@@ -79,6 +70,51 @@ export function buildProjectorSpec(options: ProjectorOptions): { spec: GgufSpec;
   const fill = (name: string, shape: number[], value: number): void => {
     tensors.push({ name, shape, type: 'F32', data: (_s, buf) => buf.fill(value) });
   };
+  return { tensors, rand, fill };
+}
+
+/** The clip keys every generated vision projector writes (GELU MLP, mean/std 0.5). */
+export function visionMetadata(o: {
+  family: string; projectorType: string; seed: number; imageSize: number; patch: number; embd: number; feedForward: number; blocks: number; heads: number; projectionDim: number;
+}): Array<readonly [string, GgufValue]> {
+  return [
+    ['general.architecture', val.string('clip')],
+    ['general.name', val.string(`llamux-test-mmproj-${o.family}`)],
+    ['general.description', val.string(`llamux test projector: random weights with the ${o.family} layout, seed ${o.seed}`)],
+    ['general.file_type', val.u32(0)],
+    ['clip.has_vision_encoder', val.bool(true)],
+    ['clip.projector_type', val.string(o.projectorType)],
+    ['clip.use_gelu', val.bool(true)],
+    ['clip.vision.image_size', val.u32(o.imageSize)],
+    ['clip.vision.patch_size', val.u32(o.patch)],
+    ['clip.vision.embedding_length', val.u32(o.embd)],
+    ['clip.vision.feed_forward_length', val.u32(o.feedForward)],
+    ['clip.vision.block_count', val.u32(o.blocks)],
+    ['clip.vision.projection_dim', val.u32(o.projectionDim)],
+    ['clip.vision.attention.head_count', val.u32(o.heads)],
+    ['clip.vision.attention.layer_norm_epsilon', val.f32(1e-6)],
+    ['clip.vision.image_mean', val.array('f32', [0.5, 0.5, 0.5])],
+    ['clip.vision.image_std', val.array('f32', [0.5, 0.5, 0.5])],
+  ];
+}
+
+/** The GGUF content of a gemma3-style projector with random weights, and its description. */
+export function buildProjectorSpec(options: ProjectorOptions): { spec: GgufSpec; description: ProjectorDescription } {
+  const seed = options.seed ?? 1;
+  const imageSize = options.imageSize ?? 32;
+  const patch = options.patchSize ?? 4;
+  const merge = options.scaleFactor ?? 2;
+  const v = options.visionEmbd ?? 32;
+  const blocks = options.blocks ?? 1;
+  const heads = options.heads ?? 2;
+  const ff = options.feedForward ?? 48;
+  const out = options.projectionDim;
+  const side = imageSize / patch;
+  if (!Number.isInteger(side) || side % merge !== 0) throw new RangeError(`imageSize ${imageSize} must be a multiple of patchSize × scaleFactor (${patch * merge})`);
+  if (v % heads !== 0) throw new RangeError(`visionEmbd ${v} must be a multiple of heads ${heads}`);
+  if (ff === v) throw new RangeError('feedForward must differ from visionEmbd (clip.cpp swaps up/down when they look transposed)');
+  const nPatches = side * side;
+  const { tensors, rand, fill } = projectorTensors(seed);
   // conv2d kernel in ggml order: [kernel w, kernel h, in channels, out channels]
   rand('v.patch_embd.weight', [patch, patch, 3, v], 1 / Math.sqrt(patch * patch * 3));
   rand('v.patch_embd.bias', [v], 0.1);
@@ -105,23 +141,7 @@ export function buildProjectorSpec(options: ProjectorOptions): { spec: GgufSpec;
   rand('mm.input_projection.weight', [out, v], 1 / Math.sqrt(v));
 
   const metadata: Array<readonly [string, GgufValue]> = [
-    ['general.architecture', val.string('clip')],
-    ['general.name', val.string('llamux-test-mmproj-gemma3')],
-    ['general.description', val.string(`llamux test projector: random weights with the gemma3 (SigLIP) layout, seed ${seed}`)],
-    ['general.file_type', val.u32(0)],
-    ['clip.has_vision_encoder', val.bool(true)],
-    ['clip.projector_type', val.string('gemma3')],
-    ['clip.use_gelu', val.bool(true)],
-    ['clip.vision.image_size', val.u32(imageSize)],
-    ['clip.vision.patch_size', val.u32(patch)],
-    ['clip.vision.embedding_length', val.u32(v)],
-    ['clip.vision.feed_forward_length', val.u32(ff)],
-    ['clip.vision.block_count', val.u32(blocks)],
-    ['clip.vision.projection_dim', val.u32(out)],
-    ['clip.vision.attention.head_count', val.u32(heads)],
-    ['clip.vision.attention.layer_norm_epsilon', val.f32(1e-6)],
-    ['clip.vision.image_mean', val.array('f32', [0.5, 0.5, 0.5])],
-    ['clip.vision.image_std', val.array('f32', [0.5, 0.5, 0.5])],
+    ...visionMetadata({ family: 'gemma3', projectorType: 'gemma3', seed, imageSize, patch, embd: v, feedForward: ff, blocks, heads, projectionDim: out }),
     ['clip.vision.projector.scale_factor', val.u32(merge)],
   ];
   const n = (side / merge) ** 2;
