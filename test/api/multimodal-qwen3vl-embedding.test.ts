@@ -68,7 +68,7 @@ function reference(d: Qwen3vlProjectorDescription, w: Map<string, Float32Array>,
   const order: Array<[number, number]> = [];
   for (let my = 0; my < G / 2; my++) for (let mx = 0; mx < G / 2; mx++) for (let dy = 0; dy < 2; dy++) for (let dx = 0; dx < 2; dx++) order.push([mx * 2 + dx, my * 2 + dy]);
   const K0 = g('v.patch_embd.weight'), K1 = g('v.patch_embd.weight.1');
-  let h = order.map(([gx, gy]) => {
+  let h: Float64Array[] = order.map(([gx, gy]) => {
     const v = new Float64Array(V);
     for (let co = 0; co < V; co++) {
       let s = 0;
