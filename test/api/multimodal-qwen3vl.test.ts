@@ -1,0 +1,191 @@
+// Qwen-VL images (issue 37): the zoo's qwen35 (M-RoPE, hybrid) with a generated Qwen3-VL
+// projector (src/gguf/projector-qwen3vl.ts). libmtmd puts an M-RoPE image's cells at one
+// position and moves the next token on by the image's larger side in merged patches (a 24x24
+// image: 9 embeddings, 3 positions; 40x24: 15 and 5), so text after an image sits at other
+// positions than its token index (Sequence's position runs). Checked against llama.cpp itself:
+// llama-server built from the same source (bench/drivers/llama-server.ts), with --mmproj, gives
+// the same greedy tokens and logprobs; and on every cache path the same image is a hit, one
+// pixel changed a miss, and a cached run equals a cold one.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadModel, type Context, type GenerateResult, type Model, type PromptPart } from '../../src/index.js';
+import type { ZooModelDescription } from '../../src/gguf/index.js';
+import { native } from '../../src/native/binding.js';
+import { llamaServerBinary, startLlamaServer, type LlamaServerHandle } from '../../bench/drivers/llama-server.js';
+import { encodePng } from '../helpers/images.js';
+import { ensureQwen3vlProjector } from '../helpers/projector.js';
+import { zooModels } from '../helpers/zoo.js';
+
+const pattern = (w: number, h: number, seed: number, poke?: [number, number]) =>
+  encodePng(w, h, (x, y) => {
+    const v = Math.imul(x * 73856093 ^ y * 19349663 ^ seed * 83492791, 0x9e3779b1) >>> 0;
+    return poke && x === poke[0] && y === poke[1] ? [0, 0, 0] : [v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff];
+  });
+
+const square = pattern(24, 24, 5); // 3x3 merged patches: 9 embeddings, 3 positions
+const wide = pattern(40, 24, 6); // 5x3: 15 embeddings, 5 positions
+const wide1 = pattern(40, 24, 6, [13, 7]); // `wide` with one pixel changed
+
+const HEAD = 'Look at this picture:';
+const TAIL = ' What is in it?';
+const parts = (image: Uint8Array, tail = TAIL): PromptPart[] => [
+  { type: 'text', text: HEAD },
+  { type: 'image', image },
+  { type: 'text', text: tail },
+];
+
+interface ServerCompletion {
+  tokens: number[];
+  completion_probabilities: Array<{ id: number; logprob: number; top_logprobs: Array<{ id: number; logprob: number }> }>;
+}
+
+describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', () => {
+  let text: ZooModelDescription;
+  let projectorPath: string;
+  let model: Model;
+  let ctx: Context;
+  const run = (c: Context, p: PromptPart[] | Int32Array, maxTokens = 8) =>
+    c.generate({ prompt: p, maxTokens, temperature: 0, emitTokenIds: true, logprobs: 3 }).result;
+  const same = (a: GenerateResult, b: GenerateResult) => {
+    expect(Array.from(a.tokens!)).toEqual(Array.from(b.tokens!));
+    expect(a.logprobs!.map((l) => l.logprob)).toEqual(b.logprobs!.map((l) => l.logprob));
+  };
+  const fresh = () => model.createContext({ contextSize: 512, sequences: 1, threads: 2, toolCallMarkers: false });
+
+  beforeAll(async () => {
+    text = (await zooModels(['qwen35']))['qwen35'];
+    projectorPath = (await ensureQwen3vlProjector({ projectionDim: text.nEmbd })).path;
+    model = await loadModel(text.path, { projector: projectorPath });
+    ctx = await model.createContext({ contextSize: 512, sequences: 2, threads: 2, toolCallMarkers: false });
+  });
+  afterAll(async () => {
+    await ctx?.dispose();
+    await model?.dispose();
+  });
+
+  it('an image takes its embeddings in the token list and libmtmd\'s positions in the KV', async () => {
+    expect(model.projector?.mrope).toBe(true);
+    for (const [image, n] of [[square, 9], [wide, 15]] as const) {
+      const t = await native.tokenizeMedia(model.nativeHandle(), [HEAD, image, TAIL], false, false, 16e6);
+      expect(Array.from(t.tokens).filter((x) => x < 0).length).toBe(n);
+    }
+  });
+
+  it('greedy tokens and logprobs equal llama-server\'s (same llama.cpp, --mmproj) for image prompts, and for a later turn after a cache hit', { timeout: 1_200_000 }, async () => {
+    // built once into .cache/llama-server-build from the pinned llama.cpp (minutes, the first time)
+    const built = llamaServerBinary();
+    expect(built.why).toBeUndefined();
+    const bin = built.path;
+    const srv: LlamaServerHandle = await startLlamaServer(bin!, text.path, { ctx: 512, parallel: 1, threads: 2, extraArgs: ['--mmproj', projectorPath] });
+    try {
+      // llama-server's media marker is random per process (so typed text cannot inject media)
+      const marker = ((await (await fetch(`${srv.url}/props`)).json()) as { media_marker: string }).media_marker;
+      const server = async (image: Uint8Array, tail: string): Promise<ServerCompletion> => {
+        const body = {
+          prompt: { prompt_string: `${HEAD}${marker}${tail}`, multimodal_data: [Buffer.from(image).toString('base64')] },
+          n_predict: 8, temperature: 0, n_probs: 3, cache_prompt: false, return_tokens: true,
+        };
+        const r = await fetch(`${srv.url}/completion`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        const body1 = await r.text();
+        expect(r.status, body1).toBe(200);
+        return JSON.parse(body1) as ServerCompletion;
+      };
+      const compare = (ours: GenerateResult, theirs: ServerCompletion) => {
+        expect(Array.from(ours.tokens!)).toEqual(theirs.tokens);
+        // the same graphs on the same CPU; only the batch split of the prompt may differ
+        ours.logprobs!.forEach((l, i) => {
+          const p = theirs.completion_probabilities[i]!;
+          expect(p.id).toBe(l.token);
+          expect(Math.abs(l.logprob - p.logprob)).toBeLessThan(1e-3);
+          l.top.forEach((t, k) => expect(Math.abs(t.logprob - p.top_logprobs[k]!.logprob)).toBeLessThan(1e-3));
+        });
+      };
+      const c = await fresh();
+      try {
+        for (const image of [square, wide]) {
+          const ours = await run(c, parts(image));
+          compare(ours, await server(image, TAIL));
+        }
+        // a later turn: the same image and more text after it (the KV through the image reused)
+        const later = TAIL + ' And what colour is it?';
+        const ours = await run(c, parts(wide, later));
+        expect(ours.reusedTokens).toBeGreaterThan(15); // a checkpoint past the image
+        compare(ours, await server(wide, later));
+      } finally {
+        await c.dispose();
+      }
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('live prefix: the same image is a hit, one pixel changed a miss; the hit equals a cold run', async () => {
+    const c = await fresh();
+    const cold = await fresh();
+    try {
+      const first = await run(c, parts(wide));
+      expect(first.reusedTokens).toBe(0);
+      const hit = await run(c, parts(wide));
+      // a hybrid memory goes back to its checkpoint before the last prompt token
+      expect(hit.reusedTokens).toBe(hit.promptTokens - 1);
+      same(hit, first);
+      const miss = await run(c, parts(wide1));
+      expect(miss.reusedTokens).toBe(0); // no checkpoint before the image
+      same(miss, await run(cold, parts(wide1)));
+      expect(Array.from(miss.logprobs!.map((l) => l.logprob))).not.toEqual(first.logprobs!.map((l) => l.logprob));
+    } finally {
+      await c.dispose();
+      await cold.dispose();
+    }
+  });
+
+  it('sessions: a second turn after the image continues on the image\'s KV and equals a cold run of the whole list', async () => {
+    const c = await model.createContext({ contextSize: 512, sequences: 2, threads: 2, toolCallMarkers: false });
+    const cold = await fresh();
+    try {
+      const s = c.createSession();
+      const t1 = await s.generate({ prompt: parts(square), maxTokens: 4, temperature: 0, emitTokenIds: true }).result;
+      const t2 = await s.continue([{ type: 'text', text: ' And this one:' }, { type: 'image', image: wide }, { type: 'text', text: ' Same?' }], { maxTokens: 6, temperature: 0, emitTokenIds: true, logprobs: 3 }).result;
+      expect(t2.reusedTokens).toBe(t1.promptTokens + t1.generatedTokens - 1);
+      const t3 = await s.continue(' Thanks.', { maxTokens: 6, temperature: 0, emitTokenIds: true, logprobs: 3 }).result;
+      expect(t3.reusedTokens).toBe(t2.promptTokens + t2.generatedTokens - 1);
+      // the same token list, cold: the media ids are found again in the projector's store
+      const h = model.nativeHandle();
+      const p1 = (await native.tokenizeMedia(h, [HEAD, square, TAIL], false, false, 16e6)).tokens;
+      const p2 = (await native.tokenizeMedia(h, [' And this one:', wide, ' Same?'], false, false, 16e6)).tokens;
+      const list = [...p1, ...t1.tokens!, ...p2, ...t2.tokens!, ...model.tokenize(' Thanks.', { addSpecial: false, parseSpecial: false })];
+      expect(list.length).toBe(t3.promptTokens);
+      same(t3, await run(cold, Int32Array.from(list), 6));
+    } finally {
+      await c.dispose();
+      await cold.dispose();
+    }
+  });
+
+  it('RAM tier, prefillOnly + parentKey and n choices key on the image and equal cold runs', async () => {
+    const c = await model.createContext({ contextSize: 512, sequences: 1, threads: 2, cacheRamMb: 16, toolCallMarkers: false });
+    const cold = await fresh();
+    try {
+      const first = await run(c, parts(square));
+      await run(c, [{ type: 'text', text: 'Something else entirely, to take the only sequence.' }], 2); // square's state moves to the RAM tier
+      const again = await run(c, parts(square));
+      expect(again.cache.tier).toBe('ram');
+      expect(again.reusedTokens).toBe(again.promptTokens - 1);
+      same(again, first);
+      await run(c, [{ type: 'text', text: 'Something else entirely, to take the only sequence.' }], 2);
+      const other = await run(c, parts(pattern(24, 24, 5, [3, 3])));
+      expect(other.reusedTokens).toBe(0);
+      // a warmed prefix holding an image, continued by its key
+      const warm = await c.prefillOnly([{ type: 'text', text: HEAD }, { type: 'image', image: wide }, { type: 'text', text: ' Now:' }]);
+      const child = await c.generate({ parentKey: warm.key, prompt: ' what is it?', maxTokens: 6, temperature: 0, emitTokenIds: true, logprobs: 3 }).result;
+      expect(child.reusedTokens).toBe(warm.tokens);
+      same(child, await run(cold, parts(wide, ' Now: what is it?'), 6));
+      // n choices share the prompt's KV (image included); greedy choices equal the cold run
+      const want = await run(cold, parts(wide, ' Choose.'));
+      const gens = await ctx.generateChoices({ n: 2, prompt: parts(wide, ' Choose.'), maxTokens: 8, temperature: 0, emitTokenIds: true, logprobs: 3 });
+      for (const g of gens) same(await g.result, want);
+    } finally {
+      await c.dispose();
+      await cold.dispose();
+    }
+  });
+});
