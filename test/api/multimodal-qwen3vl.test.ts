@@ -43,22 +43,24 @@ describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', (
   let projectorPath: string;
   let model: Model;
   let ctx: Context;
+  let cold: Context; // no prefix cache: every run computes its whole prompt
   const run = (c: Context, p: PromptPart[] | Int32Array, maxTokens = 8) =>
     c.generate({ prompt: p, maxTokens, temperature: 0, emitTokenIds: true, logprobs: 3 }).result;
   const same = (a: GenerateResult, b: GenerateResult) => {
     expect(Array.from(a.tokens!)).toEqual(Array.from(b.tokens!));
     expect(a.logprobs!.map((l) => l.logprob)).toEqual(b.logprobs!.map((l) => l.logprob));
   };
-  const fresh = () => model.createContext({ contextSize: 512, sequences: 1, threads: 2, toolCallMarkers: false });
 
   beforeAll(async () => {
     text = (await zooModels(['qwen35']))['qwen35'];
     projectorPath = (await ensureQwen3vlProjector({ projectionDim: text.nEmbd })).path;
     model = await loadModel(text.path, { projector: projectorPath });
     ctx = await model.createContext({ contextSize: 512, sequences: 2, threads: 2, toolCallMarkers: false });
+    cold = await model.createContext({ contextSize: 512, sequences: 1, threads: 2, prefixCache: false, toolCallMarkers: false });
   });
   afterAll(async () => {
     await ctx?.dispose();
+    await cold?.dispose();
     await model?.dispose();
   });
 
@@ -91,36 +93,33 @@ describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', (
       };
       const compare = (ours: GenerateResult, theirs: ServerCompletion) => {
         expect(Array.from(ours.tokens!)).toEqual(theirs.tokens);
-        // the same graphs on the same CPU; only the batch split of the prompt may differ
+        let worst = 0;
         ours.logprobs!.forEach((l, i) => {
           const p = theirs.completion_probabilities[i]!;
           expect(p.id).toBe(l.token);
-          expect(Math.abs(l.logprob - p.logprob)).toBeLessThan(1e-3);
-          l.top.forEach((t, k) => expect(Math.abs(t.logprob - p.top_logprobs[k]!.logprob)).toBeLessThan(1e-3));
+          worst = Math.max(worst, Math.abs(l.logprob - p.logprob));
+          // the top values in order (near-equal ones may swap ids between two computations)
+          const theirTop = p.top_logprobs.map((t) => t.logprob).sort((a, b) => b - a);
+          l.top.forEach((t, k) => (worst = Math.max(worst, Math.abs(t.logprob - theirTop[k]!))));
         });
+        console.log(`qwen3vl vs llama-server: logprobs within ${worst.toExponential(2)}`);
+        // the same graphs on the same CPU; only the batch split of the prompt may differ: measured
+        // 5e-6 (one position per embedding instead, as before: 7e-3)
+        expect(worst).toBeLessThan(5e-4);
       };
-      const c = await fresh();
-      try {
-        for (const image of [square, wide]) {
-          const ours = await run(c, parts(image));
-          compare(ours, await server(image, TAIL));
-        }
-        // a later turn: the same image and more text after it (the KV through the image reused)
-        const later = TAIL + ' And what colour is it?';
-        const ours = await run(c, parts(wide, later));
-        expect(ours.reusedTokens).toBeGreaterThan(15); // a checkpoint past the image
-        compare(ours, await server(wide, later));
-      } finally {
-        await c.dispose();
-      }
+      for (const image of [square, wide]) compare(await run(ctx, parts(image)), await server(image, TAIL));
+      // a later turn: the same image and more text after it (the KV through the image reused)
+      const later = TAIL + ' And what colour is it?';
+      const ours = await run(ctx, parts(wide, later));
+      expect(ours.reusedTokens).toBeGreaterThan(15); // a checkpoint past the image
+      compare(ours, await server(wide, later));
     } finally {
       await srv.close();
     }
   });
 
   it('live prefix: the same image is a hit, one pixel changed a miss; the hit equals a cold run', async () => {
-    const c = await fresh();
-    const cold = await fresh();
+    const c = await model.createContext({ contextSize: 512, sequences: 1, threads: 2, toolCallMarkers: false });
     try {
       const first = await run(c, parts(wide));
       expect(first.reusedTokens).toBe(0);
@@ -134,15 +133,12 @@ describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', (
       expect(Array.from(miss.logprobs!.map((l) => l.logprob))).not.toEqual(first.logprobs!.map((l) => l.logprob));
     } finally {
       await c.dispose();
-      await cold.dispose();
     }
   });
 
   it('sessions: a second turn after the image continues on the image\'s KV and equals a cold run of the whole list', async () => {
-    const c = await model.createContext({ contextSize: 512, sequences: 2, threads: 2, toolCallMarkers: false });
-    const cold = await fresh();
+    const s = ctx.createSession();
     try {
-      const s = c.createSession();
       const t1 = await s.generate({ prompt: parts(square), maxTokens: 4, temperature: 0, emitTokenIds: true }).result;
       const t2 = await s.continue([{ type: 'text', text: ' And this one:' }, { type: 'image', image: wide }, { type: 'text', text: ' Same?' }], { maxTokens: 6, temperature: 0, emitTokenIds: true, logprobs: 3 }).result;
       expect(t2.reusedTokens).toBe(t1.promptTokens + t1.generatedTokens - 1);
@@ -156,14 +152,12 @@ describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', (
       expect(list.length).toBe(t3.promptTokens);
       same(t3, await run(cold, Int32Array.from(list), 6));
     } finally {
-      await c.dispose();
-      await cold.dispose();
+      await s.end();
     }
   });
 
   it('RAM tier, prefillOnly + parentKey and n choices key on the image and equal cold runs', async () => {
     const c = await model.createContext({ contextSize: 512, sequences: 1, threads: 2, cacheRamMb: 16, toolCallMarkers: false });
-    const cold = await fresh();
     try {
       const first = await run(c, parts(square));
       await run(c, [{ type: 'text', text: 'Something else entirely, to take the only sequence.' }], 2); // square's state moves to the RAM tier
@@ -185,7 +179,6 @@ describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', (
       for (const g of gens) same(await g.result, want);
     } finally {
       await c.dispose();
-      await cold.dispose();
     }
   });
 });
