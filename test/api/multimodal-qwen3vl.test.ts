@@ -6,6 +6,9 @@
 // llama-server built from the same source (bench/drivers/llama-server.ts), with --mmproj, gives
 // the same greedy tokens and logprobs; and on every cache path the same image is a hit, one
 // pixel changed a miss, and a cached run equals a cold one.
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel, type Context, type GenerateResult, type Model, type PromptPart } from '../../src/index.js';
 import type { ZooModelDescription } from '../../src/gguf/index.js';
@@ -32,6 +35,39 @@ const parts = (image: Uint8Array, tail = TAIL): PromptPart[] => [
   { type: 'image', image },
   { type: 'text', text: tail },
 ];
+
+/** native/kv/hash.h's Hash128 (the disk tier's checksum), written out for the test. */
+function hash128(parts: Uint8Array[]): [bigint, bigint] {
+  const M = (1n << 64n) - 1n;
+  let a = 0xcbf29ce484222325n, b = 0x84222325cbf29ce4n;
+  for (const p of parts) {
+    for (const byte of p) {
+      const v = BigInt(byte);
+      a = ((a ^ v) * 0x100000001b3n) & M;
+      b = (((b ^ v) * 0x00000100000001b3n) + 0x9e3779b97f4a7c15n) & M;
+      b ^= b >> 29n;
+    }
+  }
+  return [a, b];
+}
+
+/** A disk-tier file (native/kv/disk_tier.cc: an 80-byte header, the tokens, the state) rewritten
+ * as before positions were tracked: its state without the leading position runs ("LXPS"). */
+function stripPositions(file: string): void {
+  const f = readFileSync(file);
+  const nTokens = Number(f.readBigUInt64LE(48));
+  const tokens = f.subarray(80, 80 + nTokens * 4);
+  const blob = f.subarray(80 + nTokens * 4);
+  expect(blob.subarray(0, 4).toString('latin1')).toBe('LXPS');
+  const runs = blob.readUInt32LE(4);
+  const old = blob.subarray(8 + 24 * runs);
+  const header = Buffer.from(f.subarray(0, 80));
+  header.writeBigUInt64LE(BigInt(old.length), 56);
+  const [ca, cb] = hash128([tokens, old]);
+  header.writeBigUInt64LE(ca, 64);
+  header.writeBigUInt64LE(cb, 72);
+  writeFileSync(file, Buffer.concat([header, tokens, old]));
+}
 
 interface ServerCompletion {
   tokens: number[];
@@ -179,6 +215,41 @@ describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', (
       for (const g of gens) same(await g.result, want);
     } finally {
       await c.dispose();
+    }
+  });
+
+  it('disk tier: a state carries its position runs; one without them (the old format) is recomputed, never misread', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llamux-qwenvl-'));
+    const withDisk = async <T>(f: (c: Context) => Promise<T>): Promise<T> => {
+      const c = await model.createContext({ contextSize: 512, sequences: 1, threads: 2, cacheDir: dir, cacheRamMb: 16, toolCallMarkers: false });
+      try {
+        return await f(c);
+      } finally {
+        await c.dispose();
+      }
+    };
+    try {
+      const first = await withDisk((c) => run(c, parts(wide), 4));
+      const read = await withDisk((c) => run(c, parts(wide), 4));
+      expect(read.cache.tier).toBe('disk');
+      expect(read.reusedTokens).toBe(read.promptTokens - 1);
+      same(read, first);
+      // every state file of this run, rewritten without its position runs
+      let stripped = 0;
+      for (const n of readdirSync(dir, { recursive: true }).map(String)) {
+        const path = join(dir, n);
+        if (!statSync(path).isFile()) continue;
+        const head = readFileSync(path).subarray(0, 8).toString('latin1');
+        if (head !== 'LMXKVST1') continue;
+        stripPositions(path);
+        stripped++;
+      }
+      expect(stripped).toBeGreaterThan(0);
+      const again = await withDisk((c) => run(c, parts(wide), 4));
+      expect(again.reusedTokens).toBe(0);
+      same(again, first);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
