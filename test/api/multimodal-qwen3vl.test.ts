@@ -252,4 +252,24 @@ describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', (
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('context shift never cuts an image: a kept range ending inside one drops it whole, and generation goes on', async () => {
+    const t = await native.tokenizeMedia(model.nativeHandle(), [HEAD, wide, TAIL], false, false, 16e6);
+    const start = t.runs[0]!; // where the image's 15 ids start
+    expect(t.runs[1]).toBe(15);
+    const c = await model.createContext({ contextSize: 256, sequences: 1, threads: 2, toolCallMarkers: false });
+    try {
+      const maxTokens = c.settings.sequenceContextSize - t.tokens.length + 8; // one shift
+      for (const overflow of ['shift', 'reprefill'] as const) {
+        // nKeep ends 4 embeddings into the image: without the rule the window would keep part
+        // of it, which can never be decoded again (the request would fail)
+        const r = await c.generate({ prompt: parts(wide), maxTokens, temperature: 0, overflow, nKeep: start + 4 }).result;
+        expect(r.finishReason).toBe('length');
+        expect(r.generatedTokens).toBe(maxTokens);
+        expect(r.shiftedTokens).toBeGreaterThanOrEqual(15);
+      }
+    } finally {
+      await c.dispose();
+    }
+  });
 });
