@@ -100,7 +100,7 @@ describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', (
     await model?.dispose();
   });
 
-  it('an image takes its embeddings in the token list and libmtmd\'s positions in the KV', async () => {
+  it('an image is one media id per embedding in the token list (its positions: the llama-server test below)', async () => {
     expect(model.projector?.mrope).toBe(true);
     for (const [image, n] of [[square, 9], [wide, 15]] as const) {
       const t = await native.tokenizeMedia(model.nativeHandle(), [HEAD, image, TAIL], false, false, 16e6);
