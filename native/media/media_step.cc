@@ -72,8 +72,6 @@ MediaStep::Result MediaStep::Step(const std::vector<std::unique_ptr<Request>> &a
     const bool oneCell = projector_->Info().mrope && !c->audio;
     seq.AppendMedia(c->ids.data(), c->ids.size(), static_cast<size_t>(newPast - at), oneCell);
     r.nPast += c->ids.size();
-    // the drafters (n-gram, draft model, MTP) place their rows at token indices
-    if (seq.NextPos() != static_cast<llama_pos>(seq.Size())) r.spec.off = true;
     return Result::Stepped;
   }
   return Result::Idle;

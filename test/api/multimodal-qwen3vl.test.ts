@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel, type Context, type GenerateResult, type Model, type PromptPart } from '../../src/index.js';
-import type { ZooModelDescription } from '../../src/gguf/index.js';
+import { zooGreedyChain, type ZooModelDescription } from '../../src/gguf/index.js';
 import { native } from '../../src/native/binding.js';
 import { llamaServerBinary, startLlamaServer, type LlamaServerHandle } from '../../bench/drivers/llama-server.js';
 import { encodePng } from '../helpers/images.js';
@@ -268,6 +268,24 @@ describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', (
         expect(r.generatedTokens).toBe(maxTokens);
         expect(r.shiftedTokens).toBeGreaterThanOrEqual(15);
       }
+    } finally {
+      await c.dispose();
+    }
+  });
+
+  it('n-gram drafts after an M-RoPE image are verified at the image\'s positions: the output equals plain decoding', async () => {
+    const c = await model.createContext({ contextSize: 512, sequences: 1, threads: 2, speculative: 'ngram', toolCallMarkers: false });
+    try {
+      // after the image, text that copies the zoo model's own greedy chain: n-gram drafts match
+      const head = Array.from(model.tokenize(' river stone cloud garden silver window market forest', { addSpecial: false }));
+      const chain = zooGreedyChain(text.successors, head.at(-1)!, 40);
+      const image = Array.from((await native.tokenizeMedia(model.nativeHandle(), [HEAD, square, ' Then:'], false, false, 16e6)).tokens);
+      const prompt = Int32Array.from([...image, ...head, ...chain, ...head.slice(0, 3), ...head]);
+      const spec = await c.generate({ prompt, maxTokens: 30, temperature: 0, emitTokenIds: true }).result;
+      const plain = await cold.generate({ prompt, maxTokens: 30, temperature: 0, emitTokenIds: true }).result;
+      expect(spec.timings.draftedTokens).toBeGreaterThan(0);
+      expect(spec.timings.acceptedTokens).toBeGreaterThan(0);
+      expect(Array.from(spec.tokens!)).toEqual(Array.from(plain.tokens!));
     } finally {
       await c.dispose();
     }
