@@ -286,8 +286,10 @@ bool Sequence::Restore(const std::vector<uint8_t> &blob, const std::vector<llama
   // A state without position runs whose tokens hold media on an M-RoPE model was saved before
   // positions were tracked (its text after an image sits at other positions): recomputed.
   if (runs.empty() && mrope_ && HoldsMedia(tokens)) malformed = true;
+  uint64_t end = 0;  // runs ascend without overlapping, inside the token list
   for (const auto &r : runs) {
-    if (r.len == 0 || r.at + r.len > tokens.size()) malformed = true;
+    if (r.len == 0 || r.at < end || r.at + r.len > tokens.size()) malformed = true;
+    end = r.at + r.len;
   }
   size_t n = 0;
   if (!malformed && body < blob.size()) {

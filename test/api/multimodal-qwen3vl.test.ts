@@ -253,7 +253,7 @@ describe('Qwen-VL images (zoo qwen35 + a generated qwen3vl_merger projector)', (
     }
   });
 
-  it('context shift never cuts an image: a kept range ending inside one drops it whole, and generation goes on', async () => {
+  it('context shift never cuts an image: a kept range ending inside one drops it whole, and generation goes on', { timeout: 120_000 }, async () => {
     const t = await native.tokenizeMedia(model.nativeHandle(), [HEAD, wide, TAIL], false, false, 16e6);
     const start = t.runs[0]!; // where the image's 15 ids start
     expect(t.runs[1]).toBe(15);
