@@ -27,6 +27,8 @@ export const SLOW_TEST_FILES = [
   'test/bench/agents.test.ts',
   // issue 37's multimodal suite in quick mode: tens of seconds on a shared machine
   'test/bench/multimodal.test.ts',
+  // Qwen-VL outputs against llama-server, which a fresh checkout builds first (minutes)
+  'test/api/multimodal-qwen3vl-llama-server.test.ts',
   // the cache-path determinism sweep on the 250 M model (paths.test.ts runs it on the tiny shape)
   'test/determinism/paths-250m.test.ts',
   // the same sweep over six zoo architectures

@@ -23,9 +23,11 @@ Batch::~Batch() {
 
 void Batch::Add(Request &r, size_t count, bool wantLogits) {
   r.tick.first = batch_.n_tokens;
+  // text: one position per token from the sequence's next one (media runs may have advanced
+  // the positions by other than their length, see Sequence::PosAt)
+  const llama_pos at = r.Seq()->NextPos();
   for (size_t i = 0; i < count; i++) {
-    size_t pos = r.nPast + i;
-    PushRow(batch_, r.tokens[pos], static_cast<llama_pos>(pos), r.Seq()->Id(), wantLogits && i + 1 == count);
+    PushRow(batch_, r.tokens[r.nPast + i], at + static_cast<llama_pos>(i), r.Seq()->Id(), wantLogits && i + 1 == count);
   }
   r.tick.count = count;
   r.tick.logitIdx = wantLogits ? batch_.n_tokens - 1 : -1;
@@ -37,7 +39,8 @@ void Batch::Add(Request &r, size_t count, bool wantLogits) {
 // join the sequence in Speculation::Verify (Sequence::AcceptDraft), rejected ones leave the KV.
 void Batch::AddDraft(Request &r) {
   const std::vector<llama_token> &draft = r.spec.draft;
-  for (size_t i = 0; i < draft.size(); i++) PushRow(batch_, draft[i], static_cast<llama_pos>(r.nPast + 1 + i), r.Seq()->Id(), true);
+  const llama_pos at = r.Seq()->NextPos() + 1;
+  for (size_t i = 0; i < draft.size(); i++) PushRow(batch_, draft[i], at + static_cast<llama_pos>(i), r.Seq()->Id(), true);
   if (!draft.empty()) drafts_ = true;
 }
 

@@ -9,6 +9,10 @@
 //              shift (recurrent/hybrid) or the cells to move are shared with another sequence.
 // `keep` is nKeep plus the BOS token when the prompt starts with one (as llama-server counts
 // n_keep), or the whole prompt for nKeep -1; at least one token is dropped per shift.
+// A media run is never cut: `keep` moves back to the start of a run it would split (the run is
+// dropped whole), the dropped range grows to the end of a run it would split. On M-RoPE models
+// (media runs with their own positions, Sequence::PosAt) the KV cannot shift at all: Shift
+// falls back to Reprefill there.
 #pragma once
 #include <cstddef>
 

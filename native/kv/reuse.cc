@@ -178,7 +178,8 @@ size_t Reuse::Apply(Request &r, Sequence &target, ReusePlan &plan, const Measure
       if (!r.preempt.resumed) r.stats.checkpoint = static_cast<int32_t>(keep);
     }
   }
-  return keep;
+  // a copy stops at the start of a media run it would cut (Sequence::Boundary)
+  return std::min(keep, target.Size());
 }
 
 }  // namespace llamux

@@ -21,6 +21,17 @@
 // RAM and disk tiers keep them under their budgets and Restore brings them back; ShareFrom
 // copies them. Attention-only memories take none.
 //
+// Positions. A token's KV position is its index, except past a media run decoded with M-RoPE
+// (Qwen-VL style, media/media_step.h): libmtmd puts all of an image's cells at one position
+// (its 2D layout goes in the other rope dimensions) and advances the next position by the
+// image's larger side in merged patches, not by its number of embeddings. Such a run is a
+// PosRun here; every call that turns token indices into KV positions (truncation, copies,
+// restores, the next decode's position) goes through PosAt(). A run is never cut in the
+// middle: TruncateTo/KeepableAt/ShareFrom round down to its start. Saved states carry the
+// runs (an "LXPS" section ahead of the rest); a state whose tokens hold media on an M-RoPE
+// model without that section (written before positions were tracked) is refused on restore,
+// and every restore checks the KV's last position against the runs'.
+//
 // Room for what comes next:
 //   - draft rollback is AcceptDraft (recurrent/hybrid memories through llama.cpp's rollback
 //     snapshots where it has them, see speculative.h).
@@ -76,8 +87,25 @@ class Sequence {
   // Replaces the KV with a saved state holding `tokens`. False (and cleared) when llama.cpp
   // refused the blob: a failed restore never leaves half a state behind.
   bool Restore(const std::vector<uint8_t> &blob, const std::vector<llama_token> &tokens);
-  // Tokens a successful decode just put in the KV at positions Size()...
+  // Text tokens a successful decode just put in the KV at positions NextPos()...
   void Append(const llama_token *tokens, size_t n);
+  // A media run just decoded at NextPos(): `advance` positions taken; `oneCell`: all its cells
+  // at that one position (an M-RoPE image). A plain run (one position per embedding) is Append.
+  void AppendMedia(const llama_token *ids, size_t n, size_t advance, bool oneCell);
+
+  // ---- positions ------------------------------------------------------------------------
+  struct PosRun {
+    uint64_t at = 0;       // token index where the run starts
+    uint64_t len = 0;      // its tokens (embeddings)
+    uint64_t advance = 0;  // positions it takes
+  };
+  // The KV position of token index i (i <= Size(); Size() gives NextPos()); inside a run, the
+  // run's one position.
+  llama_pos PosAt(size_t i) const;
+  llama_pos NextPos() const { return PosAt(tokens_.size()); }
+  // n, or the start of the run n falls inside of.
+  size_t Boundary(size_t n) const;
+  const std::vector<PosRun> &Runs() const { return runs_; }
   // After an aborted decode: the positions llama.cpp finished beyond Size() (finished
   // ubatches stay in the KV).
   size_t ComputedBeyond() const;
@@ -182,6 +210,9 @@ class Sequence {
   void DropCheckpointsAbove(size_t n);
 
   std::vector<llama_token> tokens_;
+  std::vector<PosRun> runs_;  // ascending at; empty on models without M-RoPE media
+  bool mrope_ = false;        // the model takes M-RoPE positions (media runs may become PosRuns)
+  void DropRunsFrom(size_t n);
   SessionHandle session_ = 0;
   bool partial_ = false;  // recurrent/hybrid memory: checkpoints instead of seq_rm of a tail
   bool draftRollback_ = false;  // ... except the last decode's draft cells (n_rs_seq snapshots)

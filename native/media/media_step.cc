@@ -7,6 +7,7 @@
 
 #include "engine/command_queue.h"
 #include "engine/lifecycle.h"
+#include "kv/sequence.h"
 
 namespace llamux::media {
 
@@ -47,25 +48,29 @@ MediaStep::Result MediaStep::Step(const std::vector<std::unique_ptr<Request>> &a
       return Result::Stepped;
     }
     queue_->DecodeStarts({r.p->id});
+    Sequence &seq = *r.Seq();
+    // libmtmd's positions: from the sequence's next position (not the token index: an earlier
+    // M-RoPE image may have advanced it by less than its length)
+    const llama_pos at = seq.NextPos();
     llama_pos newPast = 0;
     int32_t ret;
     try {
-      ret = mtmd_helper_decode_image_chunk(projector_->Ctx(), ctx_, c->chunk, embd_.data(), static_cast<llama_pos>(r.nPast),
-                                           r.Seq()->Id(), nBatch_, &newPast, nullptr, nullptr);
+      ret = mtmd_helper_decode_image_chunk(projector_->Ctx(), ctx_, c->chunk, embd_.data(), at, seq.Id(), nBatch_, &newPast, nullptr, nullptr);
     } catch (const std::exception &) {
       ret = -100;
     }
     queue_->DecodeEnded();
-    if (ret != 0) r.Seq()->DropUncommitted();  // part of the run may be in the KV
+    if (ret != 0) seq.DropUncommitted();  // part of the run may be in the KV
     if (ret == 1) return Result::NoRoom;
     if (ret == 2) return Result::Stepped;  // aborted: a cancel fails it in the next Drain, else it runs again
     if (ret != 0) {
       life_->Fail(r, ErrorCode::DecodeFailed, "Decoding the media at position " + std::to_string(r.nPast) + " failed with code " + std::to_string(ret));
       return Result::Stepped;
     }
-    // Positions stay one per embedding (also for M-RoPE, where libmtmd would advance by the
-    // image's largest side): the KV's positions and the token list then stay one to one.
-    r.Seq()->Append(c->ids.data(), c->ids.size());
+    // As llama-server: the position advances by what libmtmd says (an M-RoPE image: its larger
+    // side in merged patches, all its cells at `at`); the token list by one id per embedding.
+    const bool oneCell = projector_->Info().mrope && !c->audio;
+    seq.AppendMedia(c->ids.data(), c->ids.size(), static_cast<size_t>(newPast - at), oneCell);
     r.nPast += c->ids.size();
     return Result::Stepped;
   }

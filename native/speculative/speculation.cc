@@ -74,6 +74,10 @@ void Speculation::Plan(const std::vector<std::unique_ptr<Request>> &active) {
         r.tokens.size() - r.nPast != 1) {
       continue;
     }
+    // A model drafter (draft model, MTP) places its rows at token indices in a context of its
+    // own: not past an M-RoPE image, whose positions differ from its length (Sequence::PosAt).
+    // N-gram drafts are verified at the sequence's own positions (Batch::AddDraft).
+    if (cfg_.mode != SpecMode::Ngram && r.Seq()->NextPos() != static_cast<llama_pos>(r.Seq()->Size())) continue;
     if (!r.spec.started) spec::Start(r.spec, cfg_, evidence_);
     // A paused request: with n-gram drafts only a match of ngramMax tokens probes (cheap to look
     // for every tick, and how copied spans start in the middle of fresh text; a short match is

@@ -89,4 +89,6 @@ export type { EmbeddingModelDescription, EmbeddingModelName, PoolingName } from 
 export { buildProjectorSpec } from './projector.js';
 export { buildAudioProjectorSpec } from './audio-projector.js';
 export type { AudioProjectorDescription, AudioProjectorOptions } from './audio-projector.js';
+export { buildQwen3vlProjectorSpec } from './projector-qwen3vl.js';
+export type { Qwen3vlProjectorDescription, Qwen3vlProjectorOptions } from './projector-qwen3vl.js';
 export type { ProjectorDescription, ProjectorOptions } from './projector.js';

@@ -76,6 +76,31 @@ export interface ProjectorDescription {
   readonly tokensPerImage: number;
 }
 
+/** The clip keys every generated vision projector writes (GELU MLP, mean/std 0.5). */
+export function visionMetadata(o: {
+  family: string; projectorType: string; seed: number; imageSize: number; patch: number; embd: number; feedForward: number; blocks: number; heads: number; projectionDim: number;
+}): Array<readonly [string, GgufValue]> {
+  return [
+    ['general.architecture', val.string('clip')],
+    ['general.name', val.string(`llamux-test-mmproj-${o.family}`)],
+    ['general.description', val.string(`llamux test projector: random weights with the ${o.family} layout, seed ${o.seed}`)],
+    ['general.file_type', val.u32(0)],
+    ['clip.has_vision_encoder', val.bool(true)],
+    ['clip.projector_type', val.string(o.projectorType)],
+    ['clip.use_gelu', val.bool(true)],
+    ['clip.vision.image_size', val.u32(o.imageSize)],
+    ['clip.vision.patch_size', val.u32(o.patch)],
+    ['clip.vision.embedding_length', val.u32(o.embd)],
+    ['clip.vision.feed_forward_length', val.u32(o.feedForward)],
+    ['clip.vision.block_count', val.u32(o.blocks)],
+    ['clip.vision.projection_dim', val.u32(o.projectionDim)],
+    ['clip.vision.attention.head_count', val.u32(o.heads)],
+    ['clip.vision.attention.layer_norm_epsilon', val.f32(1e-6)],
+    ['clip.vision.image_mean', val.array('f32', [0.5, 0.5, 0.5])],
+    ['clip.vision.image_std', val.array('f32', [0.5, 0.5, 0.5])],
+  ];
+}
+
 /** The GGUF content of a gemma3-style projector with random weights, and its description. */
 export function buildProjectorSpec(options: ProjectorOptions): { spec: GgufSpec; description: ProjectorDescription } {
   const seed = options.seed ?? 1;
@@ -119,23 +144,7 @@ export function buildProjectorSpec(options: ProjectorOptions): { spec: GgufSpec;
   rand('mm.input_projection.weight', [out, v], 1 / Math.sqrt(v));
 
   const metadata: Array<readonly [string, GgufValue]> = [
-    ['general.architecture', val.string('clip')],
-    ['general.name', val.string('llamux-test-mmproj-gemma3')],
-    ['general.description', val.string(`llamux test projector: random weights with the gemma3 (SigLIP) layout, seed ${seed}`)],
-    ['general.file_type', val.u32(0)],
-    ['clip.has_vision_encoder', val.bool(true)],
-    ['clip.projector_type', val.string('gemma3')],
-    ['clip.use_gelu', val.bool(true)],
-    ['clip.vision.image_size', val.u32(imageSize)],
-    ['clip.vision.patch_size', val.u32(patch)],
-    ['clip.vision.embedding_length', val.u32(v)],
-    ['clip.vision.feed_forward_length', val.u32(ff)],
-    ['clip.vision.block_count', val.u32(blocks)],
-    ['clip.vision.projection_dim', val.u32(out)],
-    ['clip.vision.attention.head_count', val.u32(heads)],
-    ['clip.vision.attention.layer_norm_epsilon', val.f32(1e-6)],
-    ['clip.vision.image_mean', val.array('f32', [0.5, 0.5, 0.5])],
-    ['clip.vision.image_std', val.array('f32', [0.5, 0.5, 0.5])],
+    ...visionMetadata({ family: 'gemma3', projectorType: 'gemma3', seed, imageSize, patch, embd: v, feedForward: ff, blocks, heads, projectionDim: out }),
     ['clip.vision.projector.scale_factor', val.u32(merge)],
   ];
   const n = (side / merge) ** 2;
