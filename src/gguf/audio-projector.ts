@@ -10,7 +10,7 @@
  * no bias on K), a 2-frame average pool, a final layer norm and one linear map to the text width:
  * 3000 / 2 / 2 = 750 embeddings per window, whatever the clip's length up to 30 s.
  */
-import { projectorTensors } from './projector.js';
+import { encoderBlocks, projectorTensors } from './projector.js';
 import { val } from './types.js';
 import type { GgufSpec, GgufValue } from './types.js';
 
@@ -69,21 +69,7 @@ export function buildAudioProjectorSpec(options: AudioProjectorOptions): { spec:
   rand('a.conv1d.2.weight', [3, a, a], 1 / Math.sqrt(3 * a));
   rand('a.conv1d.2.bias', [1, a], 0.1);
   rand('a.position_embd.weight', [a, positions], 0.1);
-  for (let i = 0; i < blocks; i++) {
-    const p = `a.blk.${i}`;
-    fill(`${p}.ln1.weight`, [a], 1);
-    fill(`${p}.ln1.bias`, [a], 0);
-    for (const t of ['attn_q', 'attn_k', 'attn_v', 'attn_out']) {
-      rand(`${p}.${t}.weight`, [a, a]);
-      if (t !== 'attn_k') rand(`${p}.${t}.bias`, [a], 0.05); // Whisper's K has no bias (clip.cpp asserts it)
-    }
-    fill(`${p}.ln2.weight`, [a], 1);
-    fill(`${p}.ln2.bias`, [a], 0);
-    rand(`${p}.ffn_up.weight`, [a, ff]);
-    rand(`${p}.ffn_up.bias`, [ff], 0.05);
-    rand(`${p}.ffn_down.weight`, [ff, a]);
-    rand(`${p}.ffn_down.bias`, [a], 0.05);
-  }
+  encoderBlocks({ rand, fill }, { prefix: 'a', blocks, width: a, feedForward: ff, attention: 'separate', kBias: false });
   fill('a.post_ln.weight', [a], 1);
   fill('a.post_ln.bias', [a], 0);
   rand('mm.a.fc.weight', [a, out], 1 / Math.sqrt(a));

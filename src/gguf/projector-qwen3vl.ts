@@ -14,7 +14,7 @@
  * embeddings (libmtmd's limits for the family): an image w×h gives (w/2p)·(h/2p) embeddings
  * and, on the text model's M-RoPE, advances the position by max(w/2p, h/2p).
  */
-import { projectorTensors, visionMetadata } from './projector.js';
+import { encoderBlocks, projectorTensors, visionMetadata } from './projector.js';
 import { val } from './types.js';
 import type { GgufSpec } from './types.js';
 
@@ -74,21 +74,7 @@ export function buildQwen3vlProjectorSpec(options: Qwen3vlProjectorOptions): { s
   rand('v.patch_embd.weight.1', [patch, patch, 3, v], 1 / Math.sqrt(patch * patch * 6));
   rand('v.patch_embd.bias', [v], 0.1);
   rand('v.position_embd.weight', [v, side * side], 0.1);
-  for (let i = 0; i < blocks; i++) {
-    const p = `v.blk.${i}`;
-    fill(`${p}.ln1.weight`, [v], 1);
-    fill(`${p}.ln1.bias`, [v], 0);
-    rand(`${p}.attn_qkv.weight`, [v, 3 * v]);
-    rand(`${p}.attn_qkv.bias`, [3 * v], 0.05);
-    rand(`${p}.attn_out.weight`, [v, v]);
-    rand(`${p}.attn_out.bias`, [v], 0.05);
-    fill(`${p}.ln2.weight`, [v], 1);
-    fill(`${p}.ln2.bias`, [v], 0);
-    rand(`${p}.ffn_up.weight`, [v, ff]);
-    rand(`${p}.ffn_up.bias`, [ff], 0.05);
-    rand(`${p}.ffn_down.weight`, [ff, v]);
-    rand(`${p}.ffn_down.bias`, [v], 0.05);
-  }
+  encoderBlocks({ rand, fill }, { prefix: 'v', blocks, width: v, feedForward: ff, attention: 'fused' });
   fill('v.post_ln.weight', [v], 1);
   fill('v.post_ln.bias', [v], 0);
   rand('mm.0.weight', [4 * v, hidden]);

@@ -43,6 +43,42 @@ export function projectorTensors(seed: number): {
   return { tensors, rand, fill };
 }
 
+/**
+ * The pre-norm transformer blocks every generated encoder has (`<prefix>.blk.<i>`: ln1, attention,
+ * ln2, GELU MLP), in the tensor order clip.cpp reads. Attention is one fused `attn_qkv` (Qwen-VL)
+ * or separate q/k/v (`kBias: false`: Whisper's K has no bias, clip.cpp asserts it).
+ */
+export function encoderBlocks(
+  t: Pick<ReturnType<typeof projectorTensors>, 'rand' | 'fill'>,
+  o: { prefix: string; blocks: number; width: number; feedForward: number; attention: 'fused' | 'separate'; kBias?: boolean },
+): void {
+  const { rand, fill } = t;
+  const w = o.width;
+  const ff = o.feedForward;
+  for (let i = 0; i < o.blocks; i++) {
+    const p = `${o.prefix}.blk.${i}`;
+    fill(`${p}.ln1.weight`, [w], 1);
+    fill(`${p}.ln1.bias`, [w], 0);
+    if (o.attention === 'fused') {
+      rand(`${p}.attn_qkv.weight`, [w, 3 * w]);
+      rand(`${p}.attn_qkv.bias`, [3 * w], 0.05);
+      rand(`${p}.attn_out.weight`, [w, w]);
+      rand(`${p}.attn_out.bias`, [w], 0.05);
+    } else {
+      for (const a of ['attn_q', 'attn_k', 'attn_v', 'attn_out']) {
+        rand(`${p}.${a}.weight`, [w, w]);
+        if (a !== 'attn_k' || o.kBias !== false) rand(`${p}.${a}.bias`, [w], 0.05);
+      }
+    }
+    fill(`${p}.ln2.weight`, [w], 1);
+    fill(`${p}.ln2.bias`, [w], 0);
+    rand(`${p}.ffn_up.weight`, [w, ff]);
+    rand(`${p}.ffn_up.bias`, [ff], 0.05);
+    rand(`${p}.ffn_down.weight`, [ff, w]);
+    rand(`${p}.ffn_down.bias`, [w], 0.05);
+  }
+}
+
 /** Options of {@link buildProjectorSpec}. */
 export interface ProjectorOptions {
   /** The text model's embedding width (llama_model_n_embd_inp): the projector's output width. */
@@ -122,21 +158,7 @@ export function buildProjectorSpec(options: ProjectorOptions): { spec: GgufSpec;
   rand('v.patch_embd.weight', [patch, patch, 3, v], 1 / Math.sqrt(patch * patch * 3));
   rand('v.patch_embd.bias', [v], 0.1);
   rand('v.position_embd.weight', [v, nPatches], 0.1);
-  for (let i = 0; i < blocks; i++) {
-    const p = `v.blk.${i}`;
-    fill(`${p}.ln1.weight`, [v], 1);
-    fill(`${p}.ln1.bias`, [v], 0);
-    for (const t of ['attn_q', 'attn_k', 'attn_v', 'attn_out']) {
-      rand(`${p}.${t}.weight`, [v, v]);
-      rand(`${p}.${t}.bias`, [v], 0.05);
-    }
-    fill(`${p}.ln2.weight`, [v], 1);
-    fill(`${p}.ln2.bias`, [v], 0);
-    rand(`${p}.ffn_up.weight`, [v, ff]);
-    rand(`${p}.ffn_up.bias`, [ff], 0.05);
-    rand(`${p}.ffn_down.weight`, [ff, v]);
-    rand(`${p}.ffn_down.bias`, [v], 0.05);
-  }
+  encoderBlocks({ rand, fill }, { prefix: 'v', blocks, width: v, feedForward: ff, attention: 'separate' });
   fill('v.post_ln.weight', [v], 1);
   fill('v.post_ln.bias', [v], 0);
   fill('mm.soft_emb_norm.weight', [v], 1);
