@@ -426,6 +426,51 @@ static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
     ],
   },
   {
+    id: 'grammar-mask-cache-clone',
+    // The masks a grammar remembered travel with its clones (their parse stacks redirected to
+    // the clone's rules, as the clone's own stacks are). llamux warms each tool-call grammar
+    // once over the whole vocabulary (native/sampling/grammar_cache.cc) and gives every request
+    // a clone, so a required call's first token no longer checks every token: on a 151k
+    // vocabulary (Qwen3) the first sampled token of a forced tool call took ~12 ms of a ~23 ms
+    // time to first token (bench multimodal suite, sampleMs of the engine's timings).
+    file: 'src/llama-grammar.cpp',
+    edits: [
+      {
+        find: '    result->llamux_pieces = grammar.llamux_pieces;\n',
+        replace: `    result->llamux_pieces = grammar.llamux_pieces;
+    if (!grammar.llamux_masks.empty()) {
+        std::map<const llama_grammar_element *, const llama_grammar_element *> moved;
+        for (size_t ir0 = 0; ir0 < grammar.rules.size(); ir0++) {
+            for (size_t ir1 = 0; ir1 < grammar.rules[ir0].size(); ir1++) {
+                moved[&grammar.rules[ir0][ir1]] = &result->rules[ir0][ir1];
+            }
+        }
+        for (const auto & e : grammar.llamux_masks) {
+            llama_grammar::llamux_mask_entry copy { e.stacks, e.state };
+            bool ok = true;
+            for (auto & stack : copy.stacks) {
+                for (auto & el : stack) {
+                    const auto it = moved.find(el);
+                    if (it == moved.end()) {
+                        ok = false;
+                        break;
+                    }
+                    el = it->second;
+                }
+                if (!ok) {
+                    break;
+                }
+            }
+            if (ok) {
+                result->llamux_masks.push_back(std::move(copy));
+            }
+        }
+    }
+`,
+      },
+    ],
+  },
+  {
     id: 'det-threadpool',
     // Deterministic mode (issue 26): a thread pool marked deterministic (a context created with
     // deterministic: true marks its own pools, through the CPU backend's proc address
@@ -685,6 +730,72 @@ static void ggml_compute_forward_mul_mat_one_chunk(
           '                    int64_t src0_offset = ggml_batch_offset(src0, batch_idx, ne2);\n' +
           '                    int64_t dst_offset  = ggml_batch_offset(dst,  batch_idx, ne2) + (int64_t) m * ldc;\n' +
           '                    const char * wdata_batch = (const char *)wdata + ((int64_t) batch_idx * M + m) * row_size_A;\n',
+      },
+    ],
+  },
+  {
+    id: 'mtmd-cpu-threadpool',
+    // libmtmd computes the projector's CPU graphs without a thread pool, so ggml starts and
+    // joins fresh threads for every encode, while the engine's own pool workers (attached to
+    // the llama context) still poll after the previous decode. On 2 cores a 640x400 screenshot
+    // that encodes in ~10 ms took ~100 ms in one turn of three (bench multimodal suite, encode
+    // timed in MediaStep) and 1.5-2 s beside other work. llama-server avoids it with OpenMP.
+    // The engine encodes on its own thread, between its decodes: it lends the projector the
+    // context's pool for the encode (mtmd_set_cpu_threadpool, then nullptr again).
+    file: 'tools/mtmd/clip.h',
+    edits: [
+      {
+        find: 'void clip_free(struct clip_ctx * ctx);\n',
+        replace: 'void clip_free(struct clip_ctx * ctx);\n\n// llamux: compute the CPU graphs on this ggml thread pool (nullptr: threads per graph)\nvoid clip_set_cpu_threadpool(struct clip_ctx * ctx, struct ggml_threadpool * threadpool);\n',
+      },
+    ],
+  },
+  {
+    id: 'mtmd-cpu-threadpool-clip',
+    file: 'tools/mtmd/clip.cpp',
+    edits: [
+      {
+        find: 'void clip_free(clip_ctx * ctx) {\n',
+        replace: `void clip_set_cpu_threadpool(clip_ctx * ctx, ggml_threadpool * threadpool) {
+    if (ctx == nullptr || ctx->backend_cpu == nullptr) {
+        return;
+    }
+    ggml_backend_dev_t dev = ggml_backend_get_device(ctx->backend_cpu);
+    ggml_backend_reg_t reg = dev ? ggml_backend_dev_backend_reg(dev) : nullptr;
+    auto set_fn = reg ? (void (*)(ggml_backend_t, ggml_threadpool_t)) ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_set_threadpool") : nullptr;
+    if (set_fn) {
+        set_fn(ctx->backend_cpu, threadpool);
+    }
+}
+
+void clip_free(clip_ctx * ctx) {
+`,
+      },
+    ],
+  },
+  {
+    id: 'mtmd-cpu-threadpool-api',
+    file: 'tools/mtmd/mtmd.h',
+    edits: [
+      {
+        find: 'MTMD_API void mtmd_free(mtmd_context * ctx);\n',
+        replace: 'MTMD_API void mtmd_free(mtmd_context * ctx);\n\n// llamux: encode on this ggml CPU thread pool (the caller\'s, computed on its thread); nullptr: threads per graph\nMTMD_API void mtmd_set_cpu_threadpool(mtmd_context * ctx, struct ggml_threadpool * threadpool);\n',
+      },
+    ],
+  },
+  {
+    id: 'mtmd-cpu-threadpool-impl',
+    file: 'tools/mtmd/mtmd.cpp',
+    edits: [
+      {
+        find: 'void mtmd_free(mtmd_context * ctx) {\n',
+        replace: `void mtmd_set_cpu_threadpool(mtmd_context * ctx, struct ggml_threadpool * threadpool) {
+    clip_set_cpu_threadpool(ctx->ctx_v, threadpool);
+    clip_set_cpu_threadpool(ctx->ctx_a, threadpool);
+}
+
+void mtmd_free(mtmd_context * ctx) {
+`,
       },
     ],
   },

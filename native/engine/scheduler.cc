@@ -119,7 +119,7 @@ bool Scheduler::Start(std::string *error) {
   steps_ = std::make_unique<TokenStepper>(ctx_, llama_model_get_vocab(model_), &output_, life_.get(), nCtxSeq);
   idleKv_ = std::make_unique<IdleKv>(
       IdleKv::Deps{&sequences_, &sessions_, tiers_.get(), &gauges_, &counters_, cfg_.idleKvSpillMs, cfg_.unifiedKv});
-  if (cfg_.projector) media_ = std::make_unique<media::MediaStep>(ctx_, cfg_.projector, &queue_, life_.get(), static_cast<int32_t>(cfg_.batchSize));
+  if (cfg_.projector) media_ = std::make_unique<media::MediaStep>(ctx_, cfg_.projector, &queue_, life_.get(), &pools_, static_cast<int32_t>(cfg_.batchSize));
   gauges_.Update();  // stats count the entries loaded from disk before any request
 
   output_.Emit(ReadyEvent(ctx_, cfg_, cp, mem, layoutKey, spec_->ModeName(), spec_->OffReason()));

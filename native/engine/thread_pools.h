@@ -31,6 +31,9 @@ class ThreadPools {
   // goes idle, so that an idle context's workers take no core from another context's compute
   // (ggml resumes a paused pool when it computes the next graph). No-op without the patch.
   void Pause();
+  // The pool another graph computed on this thread should use (the projector's encode): the
+  // prompt pool when there is one. nullptr when none is attached.
+  ggml_threadpool_t ForBatches() const { return batch_ != nullptr ? batch_ : decode_; }
   // Detach before the context is freed, free after.
   void Detach(llama_context *ctx);
 

@@ -376,9 +376,36 @@ Napi::Value MediaEmbeddings(const Napi::CallbackInfo &info) {
   return p;
 }
 
+// mediaHeld(model, tokens: Int32Array) -> boolean: whether the projector still holds every media
+// run of these tokens (touching each as used). A caller that kept the tokens of an image it saw
+// before (keyed by the image's bytes) reuses them only while the engine can still find the
+// media: a request with a run the projector dropped is refused at submit.
+Napi::Value MediaHeld(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto h = HandleOf(info);
+  if (info.Length() < 2 || !info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) {
+    throw Napi::TypeError::New(env, "Expected argument 1 (tokens) to be an Int32Array");
+  }
+  if (!h->projector) return Napi::Boolean::New(env, false);
+  Napi::Int32Array a = info[1].As<Napi::Int32Array>();
+  const llama_token *t = a.Data();
+  const size_t n = a.ElementLength();
+  for (size_t i = 0; i < n;) {
+    if (!IsMediaToken(t[i])) {
+      i++;
+      continue;
+    }
+    MediaChunkPtr c = h->projector->Find(t + i, n - i);
+    if (!c) return Napi::Boolean::New(env, false);
+    i += c->ids.size();
+  }
+  return Napi::Boolean::New(env, true);
+}
+
 }  // namespace
 
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("mediaHeld", Napi::Function::New(env, MediaHeld, "mediaHeld"));
   exports.Set("mediaEmbeddings", Napi::Function::New(env, MediaEmbeddings, "mediaEmbeddings"));
   exports.Set("loadProjector", Napi::Function::New(env, LoadProjector, "loadProjector"));
   exports.Set("projectorInfo", Napi::Function::New(env, GetProjectorInfo, "projectorInfo"));

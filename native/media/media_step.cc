@@ -7,6 +7,7 @@
 
 #include "engine/command_queue.h"
 #include "engine/lifecycle.h"
+#include "engine/thread_pools.h"
 #include "kv/sequence.h"
 
 namespace llamux::media {
@@ -43,7 +44,7 @@ MediaStep::Result MediaStep::Step(const std::vector<std::unique_ptr<Request>> &a
       r.time.prefillStart = Clock::now();
     }
     std::string error;
-    if (!projector_->Encode(*c, &embd_, &error)) {
+    if (!projector_->Encode(*c, &embd_, &error, pools_ != nullptr ? pools_->ForBatches() : nullptr)) {
       life_->Fail(r, ErrorCode::DecodeFailed, "Encoding the media at position " + std::to_string(r.nPast) + " failed: " + error);
       return Result::Stepped;
     }

@@ -17,6 +17,7 @@
 namespace llamux {
 class CommandQueue;
 class Lifecycle;
+class ThreadPools;
 }
 
 namespace llamux::media {
@@ -25,8 +26,10 @@ class MediaStep {
  public:
   enum class Result { Idle, Stepped, NoRoom };
 
-  MediaStep(llama_context *ctx, std::shared_ptr<Projector> projector, CommandQueue *queue, Lifecycle *life, int32_t nBatch)
-      : ctx_(ctx), projector_(std::move(projector)), queue_(queue), life_(life), nBatch_(nBatch) {}
+  // pools: the context's, lent to the projector for each encode (no threads started per encode,
+  // none left polling beside it)
+  MediaStep(llama_context *ctx, std::shared_ptr<Projector> projector, CommandQueue *queue, Lifecycle *life, const ThreadPools *pools, int32_t nBatch)
+      : ctx_(ctx), projector_(std::move(projector)), queue_(queue), life_(life), pools_(pools), nBatch_(nBatch) {}
 
   // Encodes and decodes the next media run of the oldest runnable request that waits on one.
   // NoRoom: the KV cache had no room for it (the scheduler frees idle KV or preempts).
@@ -44,6 +47,7 @@ class MediaStep {
   std::shared_ptr<Projector> projector_;
   CommandQueue *queue_;
   Lifecycle *life_;
+  const ThreadPools *pools_;
   int32_t nBatch_;
   std::vector<float> embd_;  // reused between encodes
 };

@@ -71,7 +71,8 @@ Projector::Projector(const std::string &path, const llama_model *model, int32_t 
   p.use_gpu = true;
   p.print_timings = false;
   p.n_threads = threads;
-  p.warmup = false;
+  // the compute graph is reserved at load (as llama-server does), not in the first request
+  p.warmup = true;
   ctx_ = mtmd_init_from_file(path.c_str(), model, p);
   if (ctx_ == nullptr) throw std::runtime_error("libmtmd could not load it");
   info_.vision = mtmd_support_vision(ctx_);
@@ -137,15 +138,20 @@ void Projector::Remember(const MediaChunkPtr &chunk) {
   }
 }
 
-bool Projector::Encode(const MediaChunk &chunk, std::vector<float> *embd, std::string *error) {
+bool Projector::Encode(const MediaChunk &chunk, std::vector<float> *embd, std::string *error, ggml_threadpool *pool) {
   std::lock_guard<std::mutex> lk(encodeMu_);
   int32_t rc;
+  // The pool is lent for this encode only: it belongs to a context that may be freed before
+  // the projector (which the model owns).
+  mtmd_set_cpu_threadpool(ctx_, pool);
   try {
     rc = mtmd_encode_chunk(ctx_, chunk.chunk);
   } catch (const std::exception &e) {
+    mtmd_set_cpu_threadpool(ctx_, nullptr);
     *error = e.what();
     return false;
   }
+  mtmd_set_cpu_threadpool(ctx_, nullptr);
   if (rc != 0) {
     *error = "mtmd_encode_chunk failed with code " + std::to_string(rc);
     return false;

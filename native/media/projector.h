@@ -61,7 +61,9 @@ class Projector {
   void Remember(const MediaChunkPtr &chunk);
 
   // mtmd_encode_chunk then the embeddings copied out, under the encode lock. False on failure.
-  bool Encode(const MediaChunk &chunk, std::vector<float> *embd, std::string *error);
+  // pool: a ggml thread pool of the calling thread's to compute on (the engine lends its
+  // context's; see the mtmd-cpu-threadpool patch); nullptr: ggml's threads per graph.
+  bool Encode(const MediaChunk &chunk, std::vector<float> *embd, std::string *error, ggml_threadpool *pool = nullptr);
 
  private:
   static uint64_t StoreKey(const llama_token *ids, size_t n);

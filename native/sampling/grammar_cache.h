@@ -29,6 +29,7 @@ class GrammarCache {
   llama_sampler *Get(const llama_vocab *vocab, const std::string &gbnf, const std::string &root);
 
  private:
+  static void Warm(const llama_vocab *vocab, llama_sampler *g);
   size_t limit_;
   std::unordered_map<std::string, llama_sampler *> parsed_;
   std::deque<std::string> order_;  // oldest first

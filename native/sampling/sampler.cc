@@ -15,11 +15,14 @@ Sampler::~Sampler() {
   if (normal_ != nullptr) llama_sampler_free(normal_);
   if (greedy_ != nullptr) llama_sampler_free(greedy_);
   if (tool_ != nullptr) llama_sampler_free(tool_);
+  if (toolStart_ != nullptr) llama_sampler_free(toolStart_);
 }
 
 void Sampler::SetToolGrammar(llama_sampler *grammar, llama_token endEog, const std::vector<llama_token> *eogTokens) {
   if (tool_ != nullptr) llama_sampler_free(tool_);
-  tool_ = grammar;
+  if (toolStart_ != nullptr) llama_sampler_free(toolStart_);
+  toolStart_ = grammar;
+  tool_ = grammar != nullptr ? llama_sampler_clone(grammar) : nullptr;
   toolActive_ = false;
   toolEndEog_ = endEog;
   eogTokens_ = eogTokens;
@@ -28,7 +31,9 @@ void Sampler::SetToolGrammar(llama_sampler *grammar, llama_token endEog, const s
 bool Sampler::StartToolGrammar(const std::vector<llama_token> &prefix) {
   if (tool_ == nullptr) return false;
   try {
-    llama_sampler_reset(tool_);
+    llama_sampler *fresh = llama_sampler_clone(toolStart_);
+    llama_sampler_free(tool_);
+    tool_ = fresh;
     // Only tokens the grammar allows are fed: llama.cpp aborts on an EOG token it cannot end at.
     for (llama_token t : prefix) {
       if (!ToolAllows(t, 0.0f)) return false;

@@ -104,6 +104,9 @@ class Sampler {
   std::vector<size_t> order_;
   std::vector<llama_token_data> top_;
   llama_sampler *tool_ = nullptr;
+  // The tool grammar as it came (its start state, never fed): each span's grammar is a clone of
+  // it. llama.cpp's reset would parse the GBNF again and drop the remembered masks.
+  llama_sampler *toolStart_ = nullptr;
   bool toolActive_ = false;
   bool overStackLimit_ = false;
   llama_token toolEndEog_ = -1;

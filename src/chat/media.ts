@@ -8,8 +8,19 @@ import { LlamuxError, fromNative } from '../errors.js';
 import { checkMediaPart } from '../engine/media.js';
 import { native } from '../native/binding.js';
 import type { Model } from '../model/model.js';
+import { cachedMediaTokens, rememberMediaTokens } from './media-tokens-cache.js';
 import { buildChatPrompt, type BuildChatPromptOptions, type ChatPrompt } from './prompt.js';
 import type { ChatMessage } from './types.js';
+
+// One nonce per model and process: the placeholders of the same conversation then render the
+// same text on every request, so the template's render memo serves its earlier turns. It never
+// leaves the process; private-use characters around it keep user text from spelling one by chance.
+const nonces = new WeakMap<Model, string>();
+function placeholderNonce(model: Model): string {
+  let n = nonces.get(model);
+  if (n === undefined) nonces.set(model, (n = randomBytes(6).toString('hex')));
+  return n;
+}
 
 /** Whether any user message holds a media part. */
 export function hasChatMedia(messages: readonly ChatMessage[]): boolean {
@@ -32,7 +43,7 @@ export async function buildChatPromptWithMedia(model: Model, messages: readonly 
  * its prompt workers).
  */
 export async function prepareChatMedia(model: Model, messages: readonly ChatMessage[]): Promise<{ messages: ChatMessage[]; media: Map<string, Int32Array> }> {
-  const nonce = randomBytes(6).toString('hex');
+  const nonce = placeholderNonce(model);
   const media = new Map<string, Int32Array>();
   const jobs: Array<Promise<void>> = [];
   let count = 0;
@@ -46,9 +57,17 @@ export async function prepareChatMedia(model: Model, messages: readonly ChatMess
         const bytes = checkMediaPart(model, p, where);
         // private-use characters around a nonce: no template writes them, no user text holds this one
         const placeholder = `\u{E000}${nonce}:${count}\u{E001}`;
+        const cached = cachedMediaTokens(model, bytes);
+        if (cached.tokens) {
+          media.set(placeholder, cached.tokens);
+          return placeholder;
+        }
         jobs.push(
           native.tokenizeMedia(model.nativeHandle(), [bytes], false, false, model.mediaLimits.maxPixels, model.mediaLimits.maxAudioSeconds).then(
-            (r) => void media.set(placeholder, r.tokens),
+            (r) => {
+              media.set(placeholder, r.tokens);
+              rememberMediaTokens(model, cached.key, r.tokens);
+            },
             (e) => {
               const err = fromNative(e);
               throw new LlamuxError(err.code, `${where}: ${err.message.replace(/^Prompt part \d+ /, '')}`, { cause: e });

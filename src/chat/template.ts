@@ -15,6 +15,9 @@ import {
 } from './types.js';
 import { parseJsonBounded } from '../json-limits.js';
 
+/** Renders the memo keeps (an agent's conversation: one per assistant turn of the last request). */
+const RENDER_MEMO_ENTRIES = 128;
+
 /**
  * The template used when a model has none: ChatML with Hermes-style tool calls
  * (`<tool_call>{"name": …, "arguments": …}</tool_call>`), as Qwen 2.5 writes them.
@@ -129,6 +132,8 @@ export class ChatTemplate {
   /** 'alnum9' when the template only accepts 9-character alphanumeric tool-call ids (Mistral). */
   readonly toolCallIdStyle: 'any' | 'alnum9';
   #template: Template;
+  readonly #memo = new Map<string, string>();
+  #pure = true;
 
   /** @throws LlamuxError INVALID_ARGUMENT when the source is not a template @huggingface/jinja can parse. */
   constructor(source: string, options?: ChatTemplateOptions) {
@@ -145,6 +150,7 @@ export class ChatTemplate {
     this.bosToken = o.bosToken ?? '';
     this.eosToken = o.eosToken ?? '';
     this.toolCallIdStyle = /\|\s*length\s*!=\s*9/.test(source) ? 'alnum9' : 'any';
+    this.#pure = !/strftime_now|\bnow\s*\(|\brandom\b/.test(source);
   }
 
   /**
@@ -193,6 +199,26 @@ export class ChatTemplate {
       }));
     }
     const converted = this.#toTemplateMessages(messages);
+    // Prompt building renders one prefix of the conversation per replayed assistant turn, and an
+    // agent sends the same conversation again each turn, one turn longer: the earlier renders
+    // are served from a small memo (the template is a pure function of these inputs, unless it
+    // reads the clock).
+    const key = this.#pure ? createHash('sha1').update(JSON.stringify([vars, converted])).digest('base64') : undefined;
+    const hit = key === undefined ? undefined : this.#memo.get(key);
+    if (hit !== undefined) {
+      this.#memo.delete(key!);
+      this.#memo.set(key!, hit);
+      return hit;
+    }
+    const text = this.#renderConverted(vars, converted);
+    if (key !== undefined) {
+      this.#memo.set(key, text);
+      if (this.#memo.size > RENDER_MEMO_ENTRIES) this.#memo.delete(this.#memo.keys().next().value!);
+    }
+    return text;
+  }
+
+  #renderConverted(vars: Record<string, unknown>, converted: TemplateMessage[]): string {
     try {
       return this.#template.render({ ...vars, messages: converted });
     } catch (first) {

@@ -125,6 +125,8 @@ export interface NativeBinding {
   /** A prompt's parts (text, and encoded media: PNG, JPEG, ... WAV, MP3) to tokens on a libuv
    * thread; bad media rejects with INVALID_ARGUMENT and `part` (its index). */
   tokenizeMedia(model: NativeModel, parts: Array<string | Uint8Array>, addSpecial: boolean, parseSpecial: boolean, maxPixels: number, maxAudioSeconds: number): Promise<NativeMediaPrompt>;
+  /** Whether the projector still holds every media run of these tokens (each touched as used). */
+  mediaHeld(model: NativeModel, tokens: Int32Array): boolean;
   /** libmtmd's default media marker. */
   mediaMarker: string;
   /** Tests only: the embeddings (tokens x embedding width) the projector computes for one encoded medium. */
