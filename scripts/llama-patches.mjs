@@ -528,8 +528,8 @@ static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
   },
   {
     id: 'grammar-mask-cache-clone',
-    // The masks a grammar remembered travel with its clones (their parse stacks redirected to
-    // the clone's rules, as the clone's own stacks are). llamux warms each tool-call grammar
+    // The mask a grammar remembered for its current parse stacks travels with its clones (the
+    // stacks redirected to the clone's rules, as the clone's own stacks are). llamux warms each tool-call grammar
     // once over the whole vocabulary (native/sampling/grammar_cache.cc) and gives every request
     // a clone, so a required call's first token no longer checks every token: on a 151k
     // vocabulary (Qwen3) the first sampled token of a forced tool call took ~12 ms of a ~23 ms
@@ -547,6 +547,11 @@ static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
             }
         }
         for (const auto & e : grammar.llamux_masks) {
+            // the mask of the state the clone starts in: a span's grammar cloned from the warmed
+            // start state finds it; a draft check's clone, which only accepts, copies one mask
+            if (e.stacks != grammar.stacks) {
+                continue;
+            }
             llama_grammar::llamux_mask_entry copy { e.stacks, e.state };
             bool ok = true;
             for (auto & stack : copy.stacks) {
@@ -565,6 +570,7 @@ static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
             if (ok) {
                 result->llamux_masks.push_back(std::move(copy));
             }
+            break;
         }
     }
 `,
